@@ -1,0 +1,64 @@
+"""Which shard file and which record in it each ordinal names.
+
+signal_dataset owns addressing: `Dataset.read_instructions` turns ordinals into
+(shard file, record offset) runs, and this module only tabulates its answer
+once so that a whole batch is located by one vectorised search instead of a
+Python call per record. Control documents are never parsed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import signal_dataset as sds
+
+
+@dataclass(frozen=True)
+class ShardTable:
+    """One row per contiguous run of ordinals stored in one shard file."""
+
+    paths: tuple[str, ...]
+    #: First ordinal of each run, ascending; a sentinel equal to the dataset
+    #: length closes the last run.
+    starts: np.ndarray
+    #: Record offset inside the shard file of each run's first ordinal.
+    skips: np.ndarray
+    #: Index into `paths` of each run (one file may hold several runs).
+    files: np.ndarray
+
+    def locate(self, ordinals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(file index, record offset in that file) for each ordinal, in order."""
+        run = np.searchsorted(self.starts, ordinals, side="right") - 1
+        return self.files[run], self.skips[run] + (ordinals - self.starts[run])
+
+
+def native_unavailable_reason(dataset: sds.Dataset) -> str | None:
+    """Why the native path cannot address this dataset, or None if it can."""
+    if "://" in dataset.root and not dataset.root.startswith("file://"):
+        return f"root {dataset.root!r} is remote; the native reader reads local files"
+    try:
+        dataset.read_instructions(0, min(len(dataset), 1))
+    except ValueError as exc:
+        return f"signal_dataset cannot address its shards directly ({exc})"
+    return None
+
+
+def shard_table(dataset: sds.Dataset) -> ShardTable:
+    instructions = dataset.read_instructions(0, len(dataset))
+    path_index: dict[str, int] = {}
+    starts, skips, files = [], [], []
+    for instruction in instructions:
+        path = instruction.filename
+        if path.startswith("file://"):
+            path = path[len("file://") :]
+        files.append(path_index.setdefault(path, len(path_index)))
+        starts.append(instruction.first_ordinal)
+        skips.append(instruction.skip)
+    starts.append(len(dataset))
+    return ShardTable(
+        paths=tuple(path_index),
+        starts=np.asarray(starts, dtype=np.int64),
+        skips=np.asarray(skips + [0], dtype=np.int64),
+        files=np.asarray(files + [0], dtype=np.int64),
+    )

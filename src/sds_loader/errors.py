@@ -1,0 +1,40 @@
+"""Exceptions sds-loader raises, rooted in signal_dataset's own hierarchy.
+
+Corruption derives from `signal_dataset.CorruptDatasetError` so that code
+already written against signal_dataset catches ours without change. Argument
+errors derive from the builtin a caller would expect (`ValueError`), so that a
+bad batch is never mistaken for a bad dataset.
+"""
+
+from __future__ import annotations
+
+from signal_dataset import CorruptDatasetError
+
+
+class CorruptShardError(CorruptDatasetError):
+    """A shard's bytes fail a hash, a bound or a format check.
+
+    The message names the shard file and the ordinal being read. Nothing read
+    from such a shard is returned: the batch that met it raises as a whole.
+    """
+
+
+class MixedShapesError(ValueError):
+    """One batch holds records whose selected fields differ in shape or dtype.
+
+    A batch is one array per field, so every record in it must agree. Read such
+    records in separate batches, select only the fields that agree, or use a
+    sampler that groups records by shape.
+    """
+
+
+class TargetError(ValueError):
+    """A requested target is missing from a record's metadata or is not a scalar."""
+
+
+class SchemaMismatch(Exception):
+    """Raised by the native core when a record disagrees with the assumed schema.
+
+    Internal: the reader catches it, learns the batch's real schema, and either
+    reads again or raises `MixedShapesError`. It never reaches a caller.
+    """

@@ -1,0 +1,54 @@
+"""Turn whatever a caller passes as a batch of indices into validated ordinals."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+
+import numpy as np
+
+
+def normalize(indices: Iterable[int] | np.ndarray, length: int) -> np.ndarray:
+    """A 1-D int64 array of ordinals in [0, length), negatives counted from the end.
+
+    Booleans and floats are refused rather than coerced: `True` as an index is
+    almost always a mask passed by mistake, and `3.0` usually means a float
+    tensor of indices built by accident upstream.
+    """
+    if isinstance(indices, str | bytes) or not isinstance(indices, Iterable | np.ndarray):
+        raise TypeError(
+            f"indices must be a sequence of integers, not {type(indices).__name__}"
+        )
+    if isinstance(indices, np.ndarray):
+        array = indices
+    else:
+        values = list(indices)
+        for value in values:
+            if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+                raise TypeError(
+                    f"indices must be integers; got {type(value).__name__} {value!r}"
+                )
+        array = np.asarray(values, dtype=np.int64) if values else np.zeros(0, dtype=np.int64)
+    if array.ndim != 1:
+        raise ValueError(f"indices must be one-dimensional; got shape {array.shape}")
+    if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"indices must be integers; got an array of {array.dtype}")
+    if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
+        raise IndexError(f"index {int(array.max())} is out of range for {length} records")
+    ordinals = array.astype(np.int64, copy=True)
+    negative = ordinals < 0
+    ordinals[negative] += length
+    bad = (ordinals < 0) | (ordinals >= length)
+    if bad.any():
+        first = int(array[np.argmax(bad)])
+        raise IndexError(
+            f"index {first} is out of range for a dataset of {length} records "
+            f"(valid: {-length} to {length - 1})"
+        )
+    return ordinals
+
+
+def normalize_one(index: object, length: int) -> int:
+    if isinstance(index, bool | np.bool_) or not isinstance(index, numbers.Integral):
+        raise TypeError(f"index must be an integer, not {type(index).__name__}")
+    return int(normalize(np.asarray([int(index)], dtype=np.int64), length)[0])

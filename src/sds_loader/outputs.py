@@ -1,0 +1,68 @@
+"""Allocate batch arrays, or check the caller's before anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from sds_loader.schema import Schema
+
+#: Allocates one uninitialised array; a pool or shared-memory allocator can
+#: stand in for numpy's so that a batch is written where it will be consumed.
+Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+
+
+def default_allocator(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return np.empty(shape, dtype=dtype)
+
+
+def allocate(schema: Schema, batch: int, allocator: Allocator | None = None) -> dict[str, np.ndarray]:
+    make = allocator or default_allocator
+    arrays = {spec.name: make((batch, *spec.shape), spec.dtype) for spec in schema.fields}
+    arrays.update({target.key: make((batch,), target.dtype) for target in schema.targets})
+    return arrays
+
+
+def expected_layout(schema: Schema, batch: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    layout = {spec.name: ((batch, *spec.shape), spec.dtype) for spec in schema.fields}
+    layout.update({target.key: ((batch,), target.dtype) for target in schema.targets})
+    return layout
+
+
+def adopt(out: Mapping[str, object], schema: Schema, batch: int) -> dict[str, np.ndarray]:
+    """View the caller's buffers as arrays, refusing any that do not fit exactly."""
+    if not isinstance(out, Mapping):
+        raise TypeError(f"out= must map names to buffers, not {type(out).__name__}")
+    layout = expected_layout(schema, batch)
+    unknown = sorted(set(out) - set(layout))
+    missing = sorted(set(layout) - set(out))
+    if unknown or missing:
+        raise ValueError(
+            f"out= names {sorted(out)} but this reader returns {sorted(layout)}"
+            + (f"; missing {missing}" if missing else "")
+            + (f"; unexpected {unknown}" if unknown else "")
+        )
+    arrays: dict[str, np.ndarray] = {}
+    for name, (shape, dtype) in layout.items():
+        buffer = out[name]
+        try:
+            array = np.asarray(buffer) if isinstance(buffer, np.ndarray) else np.asarray(memoryview(buffer))
+        except TypeError:
+            raise TypeError(
+                f"out[{name!r}] is a {type(buffer).__name__}, which does not expose the "
+                "buffer protocol; pass a numpy array (for a torch tensor, tensor.numpy())"
+            ) from None
+        if array.dtype != dtype:
+            raise ValueError(f"out[{name!r}] has dtype {array.dtype}; this batch needs {dtype}")
+        if tuple(array.shape) != shape:
+            raise ValueError(f"out[{name!r}] has shape {tuple(array.shape)}; this batch needs {shape}")
+        if not array.flags.c_contiguous:
+            raise ValueError(
+                f"out[{name!r}] is not C-contiguous; pass np.ascontiguousarray(...) or a "
+                "freshly allocated buffer"
+            )
+        if not array.flags.writeable:
+            raise ValueError(f"out[{name!r}] is read-only; pass a writable buffer")
+        arrays[name] = array
+    return arrays
