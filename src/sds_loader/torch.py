@@ -1,0 +1,313 @@
+"""PyTorch map-style dataset over `BatchReader`, with a collate that copies nothing.
+
+`SDSTorchDataset` is a drop-in for the adapter in signal_dataset's PyTorch
+guide: ``dataset[i]`` returns the same keys, dtypes, shapes and values. What
+changes is underneath. A DataLoader asks ``__getitems__`` for a whole batch of
+indices, and that is one native read straight into the batch's final tensors,
+returned as a `Batch`. `collate` hands those tensors on as they are; torch's
+``default_collate`` still works on a `Batch` (it sees a sequence of samples)
+and produces identical batches, at the cost of stacking them again.
+
+Usage::
+
+    from sds_loader.torch import SDSTorchDataset, collate
+
+    dataset = SDSTorchDataset("captures.sds")
+    loader = DataLoader(dataset, batch_size=256, shuffle=True,
+                        num_workers=4, collate_fn=collate)
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from collections.abc import Iterator, Mapping, Sequence
+
+import torch as _torch
+from torch.utils.data import Dataset as _Dataset
+from torch.utils.data import default_collate as _default_collate
+from torch.utils.data import get_worker_info as _get_worker_info
+
+from sds_loader.reader import BatchReader
+from sds_loader.torch_buffers import (
+    BufferSource,
+    PagePool,
+    PinnedSource,
+    SharedMemorySource,
+    read_tensors,
+)
+
+__all__ = ["Batch", "SDSTorchDataset", "collate"]
+
+
+class Batch(Sequence[dict[str, _torch.Tensor]]):
+    """A batch read in one call: stacked tensors, also viewable as its samples.
+
+    `collate` returns `tensors` as they are. Anything else that treats the
+    batch as a sequence (``default_collate``, a custom collate_fn, ``list()``)
+    sees one dict per sample whose tensors are views of row k, the same keys,
+    dtypes, shapes and values that ``dataset[indices[k]]`` returns. Views are
+    made on access, so a batch costs no Python work per record unless someone
+    asks for its samples.
+    """
+
+    __slots__ = ("_tensors", "_length")
+
+    def __init__(self, tensors: Mapping[str, _torch.Tensor], length: int) -> None:
+        for name, tensor in tensors.items():
+            if tensor.dim() == 0 or tensor.shape[0] != length:
+                raise ValueError(
+                    f"tensor {name!r} has shape {tuple(tensor.shape)}; every tensor of a "
+                    f"batch of {length} needs {length} rows"
+                )
+        self._tensors = dict(tensors)
+        self._length = length
+
+    @property
+    def tensors(self) -> dict[str, _torch.Tensor]:
+        """The stacked tensors, one per key, each with the batch as its first axis."""
+        return dict(self._tensors)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(self._length))]
+        position = operator.index(index)
+        if position < 0:
+            position += self._length
+        if not 0 <= position < self._length:
+            raise IndexError(f"sample {index} is out of range for a batch of {self._length}")
+        return {name: tensor[position] for name, tensor in self._tensors.items()}
+
+    def __iter__(self) -> Iterator[dict[str, _torch.Tensor]]:
+        for position in range(self._length):
+            yield {name: tensor[position] for name, tensor in self._tensors.items()}
+
+    def pin_memory(self, device: object = None) -> Batch:
+        """Lets DataLoader's pin step handle a Batch that reaches it uncollated."""
+        del device
+        return Batch({name: t.pin_memory() for name, t in self._tensors.items()}, self._length)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{name}={str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
+            for name, t in self._tensors.items()
+        )
+        return f"Batch(size={self._length}, {shown})"
+
+
+def collate(batch: object) -> object:
+    """collate_fn that passes a `Batch` through as its dict of stacked tensors.
+
+    Anything else (a list of samples, as wrappers without ``__getitems__`` such
+    as ConcatDataset produce) goes to ``default_collate``, so this is safe as
+    the collate_fn of any DataLoader.
+    """
+    if isinstance(batch, Batch):
+        return batch.tensors
+    return _default_collate(batch)
+
+
+class _ProcessLocal:
+    """The reader and buffer source of one process; never pickled, never inherited."""
+
+    __slots__ = ("pid", "reader", "source")
+
+    def __init__(self, pid: int, reader: BatchReader, source: BufferSource) -> None:
+        self.pid = pid
+        self.reader = reader
+        self.source = source
+
+
+class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
+    """Map-style dataset of SDS records as dicts of tensors, read a batch at a time.
+
+    ``dataset[i]`` is ``{"inputs": <field "samples">, "target": <metadata
+    "label">}`` by default, exactly as signal_dataset's guide adapter returns
+    it: the field's dtype and shape, and the target as a 0-d int64 tensor
+    (float64 for a float). Name other sources with `inputs` and `target`
+    (``None`` drops that key), and add keys with `fields` (output key to SDS
+    field) and `targets` (output key to metadata key); an entry there under
+    ``"inputs"`` or ``"target"`` replaces the default::
+
+        SDSTorchDataset(uri, fields={"aux": "other"}, targets={"snr": "snr_db"})
+        # -> {"inputs": samples, "aux": other, "target": label, "snr": snr_db}
+
+    `threads` is the native reader's thread count; by default min(4, CPUs) in
+    the main process and 1 in a DataLoader worker, where the workers already
+    are the parallelism. `pin_memory=True` makes main-process batches
+    page-locked when CUDA is available, so DataLoader's ``pin_memory=True``
+    step copies nothing; pass both.
+
+    The live reader is process-local: pickling drops it and a process whose
+    PID differs from the opener's (a forked worker) opens its own, so fork and
+    spawn workers, persistent or not, all work.
+    """
+
+    def __init__(
+        self,
+        uri: str | os.PathLike[str],
+        *,
+        inputs: str | None = "samples",
+        target: str | None = "label",
+        fields: Mapping[str, str] | None = None,
+        targets: Mapping[str, str] | None = None,
+        threads: int | None = None,
+        pin_memory: bool = False,
+        verify_checksums: bool = True,
+    ) -> None:
+        if not isinstance(uri, str | os.PathLike):
+            raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
+        self._uri = os.fspath(uri)
+        self._fields = _key_map("fields", "inputs", inputs, fields)
+        self._targets = _key_map("targets", "target", target, targets)
+        _check_disjoint(self._fields, self._targets)
+        if threads is not None and (
+            isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+        ):
+            raise ValueError(f"threads must be a positive integer or None, not {threads!r}")
+        self._threads = threads
+        self._pin_memory = bool(pin_memory)
+        self._verify = bool(verify_checksums)
+        self._local: _ProcessLocal | None = None
+        # Open now, so a wrong URI or field name fails here rather than in a worker.
+        reader = self._open().reader
+        if len(reader) > 0:
+            reader.schema  # noqa: B018 - probes record 0, checking fields= and targets=
+
+    # -- process-local state ------------------------------------------------
+
+    def _open(self) -> _ProcessLocal:
+        local = self._local
+        pid = os.getpid()
+        if local is None or local.pid != pid:
+            in_worker = _get_worker_info() is not None
+            threads = self._threads if self._threads is not None else (1 if in_worker else None)
+            reader = BatchReader(
+                self._uri,
+                fields=list(dict.fromkeys(self._fields.values())),
+                targets=list(dict.fromkeys(self._targets.values())),
+                threads=threads,
+                verify_checksums=self._verify,
+            )
+            local = _ProcessLocal(pid, reader, self._buffer_source(in_worker))
+            self._local = local
+        return local
+
+    def _buffer_source(self, in_worker: bool) -> BufferSource:
+        if in_worker:
+            return SharedMemorySource()
+        if self._pin_memory and _torch.cuda.is_available():
+            return PinnedSource()
+        return PagePool()
+
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        state["_local"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._local = None
+
+    # -- public surface -----------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        return self._uri
+
+    @property
+    def reader(self) -> BatchReader:
+        """This process's `BatchReader` (its `stats` say which path served each record)."""
+        return self._open().reader
+
+    @property
+    def buffers(self) -> str:
+        """Where this process's batches are allocated: "shared", "pinned" or "pool"."""
+        return self._open().source.kind
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The keys of every sample and batch, fields first, then targets."""
+        return (*self._fields, *self._targets)
+
+    def __len__(self) -> int:
+        return len(self._open().reader)
+
+    def __getitem__(self, index: int) -> dict[str, _torch.Tensor]:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> Batch:
+        """Read the whole batch in one native call into its final tensors."""
+        local = self._open()
+        reader = local.reader
+        by_source = read_tensors(lambda allocate: reader.read(indices, allocator=allocate), local.source)
+        tensors = {key: by_source[name] for key, name in self._fields.items()}
+        tensors.update({key: by_source[name] for key, name in self._targets.items()})
+        return Batch(tensors, len(indices))
+
+    #: Grain's batched-read hook for random-access sources is spelled ``_getitems``.
+    _getitems = __getitems__
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self._threads is not None:
+            extra += f", threads={self._threads}"
+        if self._pin_memory:
+            extra += ", pin_memory=True"
+        if not self._verify:
+            extra += ", verify_checksums=False"
+        return (
+            f"SDSTorchDataset({self._uri!r}, fields={self._fields!r}, "
+            f"targets={self._targets!r}{extra})"
+        )
+
+
+def _key_map(
+    argument: str, default_key: str, default_source: str | None, extra: Mapping[str, str] | None
+) -> dict[str, str]:
+    """Output key -> source name: the default key first, then `extra`, which may replace it."""
+    mapping: dict[str, str] = {}
+    if default_source is not None:
+        if not isinstance(default_source, str) or not default_source:
+            raise TypeError(
+                f"{default_key}= must be a non-empty string or None, not {default_source!r}"
+            )
+        mapping[default_key] = default_source
+    if extra is not None:
+        if not isinstance(extra, Mapping):
+            raise TypeError(
+                f"{argument}= must map output keys to source names, not {type(extra).__name__}"
+            )
+        for key, source in extra.items():
+            if not isinstance(key, str) or not key or not isinstance(source, str) or not source:
+                raise TypeError(
+                    f"{argument}= must map non-empty strings to non-empty strings; got "
+                    f"{key!r}: {source!r}"
+                )
+            mapping[key] = source
+    sources: dict[str, str] = {}
+    for key, source in mapping.items():
+        if source in sources:
+            raise ValueError(
+                f"{source!r} is mapped to both {sources[source]!r} and {key!r}; map each "
+                f"source once (pass {default_key}=None to drop the default key)"
+            )
+        sources[source] = key
+    return mapping
+
+
+def _check_disjoint(fields: Mapping[str, str], targets: Mapping[str, str]) -> None:
+    shared_keys = sorted(set(fields) & set(targets))
+    if shared_keys:
+        raise ValueError(f"key {shared_keys[0]!r} names both a field and a target; rename one")
+    shared_sources = sorted(set(fields.values()) & set(targets.values()))
+    if shared_sources:
+        raise ValueError(
+            f"{shared_sources[0]!r} is selected both as a field and as a metadata target; "
+            "BatchReader returns both in one mapping, so read them through separate datasets"
+        )
+    if not fields and not targets:
+        raise ValueError("select at least one field or target")
