@@ -1,0 +1,197 @@
+"""Records the native core cannot read are served by signal_dataset, identically.
+
+Transposed shards and reference datasets (whose manifests name records by
+explicit index) go through signal_dataset's reader; a caller sees the same
+bytes and can tell the path only from `BatchReader.stats`. On a plain dataset,
+once the extension is built, every record must take the native path.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import signal_dataset as sds
+from sds_factory import assert_batch, capture, field, write_dataset
+
+import sds_loader
+
+try:
+    import sds_loader._native  # noqa: F401
+
+    HAS_NATIVE = True
+except ImportError:
+    HAS_NATIVE = False
+requires_native = pytest.mark.skipif(not HAS_NATIVE, reason="sds_loader._native is not built")
+
+TRANSPOSED = "group_size:1,transpose:true"
+
+
+def tagged(ordinal: int) -> sds.Record:
+    rng = np.random.default_rng(7000 + ordinal)
+    return sds.Record(
+        id=f"tagged-{ordinal:04d}",
+        fields={
+            "iq": field((rng.standard_normal((2, 40)) + 1j * rng.standard_normal((2, 40))).astype(np.complex64)),
+            "mask": field(rng.integers(0, 2, size=(5,)).astype(np.bool_)),
+        },
+        metadata={"label": ordinal % 4, "snr_db": float(rng.uniform(-5, 20)), "flag": ordinal % 2 == 1},
+    )
+
+
+FIELDS = ("iq", "mask")
+TARGETS = ("label", "snr_db", "flag")
+
+
+@pytest.fixture(scope="module", params=[TRANSPOSED, "group_size:4,transpose:true"], ids=["group1", "group4"])
+def transposed(request, tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("transposed")
+    write_dataset(root, 9, tagged, records_per_shard=4, writer_options=request.param)
+    return os.fspath(root)
+
+
+@pytest.fixture(scope="module")
+def half_transposed(tmp_path_factory) -> str:
+    """Three shards of 4 records: zstd, transposed, uncompressed."""
+    root = tmp_path_factory.mktemp("half-transposed")
+    write_dataset(
+        root, 12, tagged, records_per_shard=4, writer_options=[None, TRANSPOSED, "group_size:1,uncompressed"]
+    )
+    return os.fspath(root)
+
+
+REFERENCE_SELECTION = [7, 2, 9, 0, 5, 2, 11]
+
+
+@pytest.fixture(scope="module")
+def reference_pair(tmp_path_factory) -> tuple[str, str]:
+    """(source, reference dataset published from a selection of the source)."""
+    source = os.fspath(tmp_path_factory.mktemp("source"))
+    write_dataset(source, 12, tagged, records_per_shard=5)
+    destination = os.fspath(tmp_path_factory.mktemp("reference") / "published")
+    sds.open(source).select(REFERENCE_SELECTION).publish(destination, dataset_id="picked", snapshot_id="v1")
+    return source, destination
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("plain")
+    write_dataset(root, 10, capture, records_per_shard=4)
+    return os.fspath(root)
+
+
+# -- transposed shards --------------------------------------------------------
+
+
+def test_transposed_shards_match_signal_dataset(transposed):
+    reader = sds_loader.BatchReader(transposed, targets=TARGETS)
+    indices = [8, 0, 4, 4, 3, -1, 1, 7]
+    batch = reader.read(indices)
+    assert_batch(transposed, batch, [i % 9 for i in indices], FIELDS, TARGETS)
+    assert reader.stats.fallback_records == len(indices)
+    assert reader.stats.native_records == 0
+
+
+def test_transposed_single_record_and_out(transposed):
+    reader = sds_loader.BatchReader(transposed, fields=("iq",), targets=("label",))
+    single = reader[5]
+    expected = sds.open(transposed)[5]
+    assert single["iq"].tobytes() == expected["iq"].data.tobytes()
+    assert single["iq"].shape == expected["iq"].data.shape
+    assert single["label"] == expected.metadata["label"]
+
+    out = {"iq": np.zeros((3, 2, 40), np.complex64), "label": np.full(3, -1, np.int64)}
+    batch = reader.read([2, 6, 2], out=out)
+    assert batch["iq"].ctypes.data == out["iq"].ctypes.data
+    assert batch["label"].ctypes.data == out["label"].ctypes.data
+    assert_batch(transposed, out, [2, 6, 2], ("iq",), ("label",))
+    assert reader.stats.fallback_records == 1 + 3
+
+
+def test_transposed_and_plain_shards_in_one_batch(half_transposed):
+    reader = sds_loader.BatchReader(half_transposed, targets=TARGETS)
+    # Ordinals 4-7 live in the transposed shard.
+    indices = [11, 5, 0, 6, 9, 4, 3, 5, 8, 1]
+    batch = reader.read(indices)
+    assert_batch(half_transposed, batch, indices, FIELDS, TARGETS)
+    transposed_rows = sum(1 for i in indices if 4 <= i < 8)
+    assert transposed_rows > 0
+    assert reader.stats.fallback_records + reader.stats.native_records == len(indices)
+    if HAS_NATIVE:
+        assert reader.stats.fallback_records == transposed_rows
+        assert reader.stats.native_records == len(indices) - transposed_rows
+    else:
+        assert reader.stats.fallback_records == len(indices)
+
+
+def test_batch_of_only_plain_shards_of_a_partly_transposed_dataset(half_transposed):
+    reader = sds_loader.BatchReader(half_transposed, fields=("mask",))
+    indices = [0, 9, 3, 11]
+    assert_batch(half_transposed, reader.read(indices), indices, ("mask",))
+    assert reader.stats.fallback_records + reader.stats.native_records == len(indices)
+    if HAS_NATIVE:
+        assert reader.stats.native_records == len(indices)
+
+
+# -- reference datasets ----------------------------------------------------
+
+
+def test_reference_dataset_matches_signal_dataset(reference_pair):
+    source, destination = reference_pair
+    reader = sds_loader.BatchReader(destination, targets=TARGETS)
+    assert len(reader) == len(REFERENCE_SELECTION)
+    indices = [6, 0, 3, 3, -2, 1, 2, 4]
+    positions = [i % len(REFERENCE_SELECTION) for i in indices]
+    batch = reader.read(indices)
+    assert_batch(destination, batch, positions, FIELDS, TARGETS)
+    # ... which is the selected records of the source.
+    original = sds.open(source)
+    for row, position in enumerate(positions):
+        expected = original[REFERENCE_SELECTION[position]]
+        assert batch["iq"][row].tobytes() == expected["iq"].data.tobytes()
+        assert batch["label"][row] == expected.metadata["label"]
+    assert reader.stats.fallback_records == len(indices)
+    assert reader.stats.native_records == 0
+
+
+def test_reference_dataset_single_record(reference_pair):
+    _, destination = reference_pair
+    reader = sds_loader.BatchReader(destination, fields=("mask",))
+    for index in (0, 5, -1):
+        got = reader[index]
+        expected = sds.open(destination)[index]["mask"].data
+        assert got["mask"].dtype == expected.dtype
+        assert got["mask"].tobytes() == expected.tobytes()
+    assert reader.stats.fallback_records == 3
+
+
+# -- plain datasets stay native --------------------------------------------
+
+
+@requires_native
+@pytest.mark.parametrize("threads", [1, 3])
+def test_plain_dataset_is_read_natively(plain, threads):
+    reader = sds_loader.BatchReader(plain, targets=("label", "snr_db"), threads=threads)
+    indices = [9, 0, 4, 4, 7, 2, -1]
+    batch = reader.read(indices)
+    assert_batch(plain, batch, [i % 10 for i in indices], ("samples",), ("label", "snr_db"))
+    assert reader[3]["samples"].tobytes() == sds.open(plain)[3]["samples"].data.tobytes()
+    assert reader.stats.native_records == len(indices) + 1
+    assert reader.stats.fallback_records == 0
+
+
+@requires_native
+def test_plain_dataset_has_no_reason_to_fall_back(plain):
+    reader = sds_loader.BatchReader(plain)
+    assert reader.native_unavailable_reason is None
+
+
+def test_stats_count_every_row(plain):
+    reader = sds_loader.BatchReader(plain)
+    reader.read([1, 2, 2])
+    reader.read([0])
+    assert reader[5]["samples"].tobytes() == sds.open(plain)[5]["samples"].data.tobytes()
+    assert reader.stats.native_records + reader.stats.fallback_records == 5
+    if not HAS_NATIVE:
+        assert reader.stats.fallback_records == 5
