@@ -1,0 +1,11 @@
+"""The measurement code behind `sds-loader bench`.
+
+One module per job: `builtin` writes and caches the built-in dataset, `plan`
+fixes the shuffled batches every method reads, `methods` and `bounds` are the
+things timed, `timing` times them, `report` renders the table, JSON and chart,
+and `run` puts them in order.
+"""
+
+from sds_loader.bench.run import BenchConfig, BenchResult, run
+
+__all__ = ["BenchConfig", "BenchResult", "run"]

@@ -1,0 +1,142 @@
+"""The ceilings a reader of these shards cannot beat on one core.
+
+A zstd shard cannot be read faster than its chunks decompress; an uncompressed
+one cannot be read faster than its bytes are copied once. Both are timed by
+the native extension on the very chunks and records of the plan's batches,
+with the GIL released and no Python between buffers, so that "% of bound" in
+the table says how much of the achievable speed a method reaches.
+
+The inputs are gathered per batch, outside the timed calls, which keeps memory
+to one batch's worth whatever the run's length. A short batch is repeated
+until its timing is long enough to trust.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import signal_dataset as sds
+
+from sds_loader import native_tools
+from sds_loader.bench.plan import COMPRESSED, Plan
+from sds_loader.bench.timing import Runner, Skip
+
+#: Shortest native call timed; shorter ones are repeated up to MAX_REPEATS.
+MIN_CALL_SECONDS = 0.02
+MAX_REPEATS = 64
+
+
+class _Bound(Runner):
+    def __init__(self, plan: Plan) -> None:
+        from sds_loader.addressing import shard_table
+
+        if plan.shards_unavailable:
+            raise Skip(f"skipped: {plan.shards_unavailable}")
+        self.table = shard_table(sds.open(plan.uri))
+        self.repeats: int | None = None
+        self.elapsed = 0.0
+
+    def _groups(self, batch: np.ndarray) -> Iterator[tuple[str, list[int]]]:
+        files, locals_ = self.table.locate(batch)
+        for file in np.unique(files).tolist():
+            yield self.table.paths[file], locals_[files == file].tolist()
+
+    def gather(self, batch: np.ndarray) -> list:
+        raise NotImplementedError
+
+    def time_call(self, items: list, repeats: int) -> float:
+        raise NotImplementedError
+
+    def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
+        self.elapsed = 0.0
+        for batch in batches:
+            items = self.gather(batch)
+            if self.repeats is None:
+                once = self.time_call(items, 1)
+                self.repeats = max(1, min(MAX_REPEATS, math.ceil(MIN_CALL_SECONDS / max(once, 1e-9))))
+            self.elapsed += self.time_call(items, self.repeats) / self.repeats
+            yield batch.size
+
+    def timed_seconds(self) -> float | None:
+        return self.elapsed
+
+
+class _Decompress(_Bound):
+    def __init__(self, plan: Plan) -> None:
+        if plan.compression is not None and plan.compression not in COMPRESSED:
+            raise Skip("skipped: shards are uncompressed, nothing to decompress")
+        reason = native_tools.unavailable_reason("chunk_payloads", "bound_decompress", short=True)
+        if reason:
+            raise Skip(f"skipped: {reason}")
+        super().__init__(plan)
+        self.payloads = native_tools.function("chunk_payloads")
+        self.decompress = native_tools.function("bound_decompress")
+
+    def gather(self, batch: np.ndarray) -> list:
+        # A chunk of several records is decompressed once per batch, as the
+        # reader does; with one record per chunk nothing is dropped here.
+        unique: dict[tuple[str, bytes], tuple[str, bytes, int]] = {}
+        for path, records in self._groups(batch):
+            for payload in self.payloads(path, records):
+                unique.setdefault((payload[0], payload[1]), payload)
+        return list(unique.values())
+
+    def time_call(self, items: list, repeats: int) -> float:
+        return float(self.decompress(items, repeats))
+
+    def note(self) -> str:
+        return "one core, decompression only"
+
+
+class _Memcpy(_Bound):
+    """Copies each record's decoded bytes once into a scratch buffer."""
+
+    def __init__(self, plan: Plan) -> None:
+        from array_record.python.array_record_module import ArrayRecordReader
+
+        from sds_loader.bench.methods import ARRAY_RECORD_OPTIONS
+
+        super().__init__(plan)
+        self.readers = [ArrayRecordReader(path, ARRAY_RECORD_OPTIONS) for path in self.table.paths]
+        self.native_reason = native_tools.unavailable_reason("bound_memcpy", short=True)
+        self.copy = None if self.native_reason else native_tools.function("bound_memcpy")
+
+    def gather(self, batch: np.ndarray) -> list:
+        files, locals_ = self.table.locate(batch)
+        buffers = []
+        for file in np.unique(files).tolist():
+            buffers.extend(bytes(value) for value in self.readers[file].read(locals_[files == file].tolist()))
+        return buffers
+
+    def time_call(self, items: list, repeats: int) -> float:
+        if self.copy is not None:
+            return float(self.copy(items, repeats))
+        # Without the extension: the same copies through numpy, which is a
+        # memcpy per buffer plus a little call overhead.
+        scratch = np.empty(sum(len(item) for item in items), dtype=np.uint8)
+        views = [np.frombuffer(item, dtype=np.uint8) for item in items]
+        started = time.perf_counter()
+        for _ in range(repeats):
+            at = 0
+            for view in views:
+                scratch[at : at + view.size] = view
+                at += view.size
+        return time.perf_counter() - started
+
+    def note(self) -> str:
+        return "one core" if self.copy is not None else f"one core, numpy copies ({self.native_reason})"
+
+    def close(self) -> None:
+        for reader in self.readers:
+            reader.close()
+
+
+def decompress(plan: Plan) -> Runner:
+    return _Decompress(plan)
+
+
+def memcpy(plan: Plan) -> Runner:
+    return _Memcpy(plan)

@@ -1,0 +1,125 @@
+"""The built-in benchmark dataset, written once and cached per user.
+
+`sds-loader bench` with no PATH needs a dataset that looks like the ones the
+loader is for: captures of 2 x 4096 complex64 noise (64 KiB each) with an
+integer label. It is written through signal_dataset's own writer twice, as the
+default zstd shards and as an uncompressed copy, because the two bound the
+reader differently (decompression against memory bandwidth) and a user with
+either kind wants to see their case.
+
+Writing 2 x 256 MiB takes a few seconds, so the result is cached under
+$XDG_CACHE_HOME/sds-loader (default ~/.cache/sds-loader), keyed by every
+parameter that changes its bytes. A dataset is built in a temporary sibling
+directory and renamed into place only when complete, so an interrupted build
+is never mistaken for a cached one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import numpy as np
+import signal_dataset as sds
+from tqdm import tqdm
+
+RECORDS = 4096
+CHANNELS = 2
+SAMPLES = 4096
+CLASSES = 10
+RECORDS_PER_SHARD = 512
+#: Bump when the records' content or layout changes, so old caches are not reused.
+VERSION = 1
+#: Hidden override of RECORDS, so tests exercise this path in seconds.
+RECORDS_ENV = "SDS_LOADER_BENCH_RECORDS"
+
+#: Variant name -> signal_dataset writer options (None: signal_dataset's default, zstd).
+VARIANTS: dict[str, str | None] = {
+    "zstd": None,
+    "uncompressed": "group_size:1,uncompressed",
+}
+
+
+def cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "sds-loader")
+
+
+def record_count(override: int | None = None) -> int:
+    """RECORDS, unless the caller or $SDS_LOADER_BENCH_RECORDS asks for another size."""
+    if override is None and os.environ.get(RECORDS_ENV):
+        try:
+            override = int(os.environ[RECORDS_ENV])
+        except ValueError:
+            raise ValueError(f"${RECORDS_ENV} must be a whole number, not {os.environ[RECORDS_ENV]!r}") from None
+    count = RECORDS if override is None else override
+    if count < 1:
+        raise ValueError(f"the built-in dataset needs at least one record, not {count}")
+    return count
+
+
+def capture(ordinal: int) -> sds.Record:
+    """Record `ordinal`: seeded complex Gaussian noise, which compresses as real captures do (barely)."""
+    rng = np.random.default_rng(ordinal)
+    shape = (CHANNELS, SAMPLES)
+    data = (rng.standard_normal(shape, dtype=np.float32) + 1j * rng.standard_normal(shape, dtype=np.float32))
+    axes = (sds.Axis("channel", CHANNELS), sds.Axis("time", SAMPLES))
+    return sds.Record(
+        id=f"capture-{ordinal:06d}",
+        fields={"samples": sds.Field(data.astype(np.complex64), axes=axes)},
+        metadata={"label": ordinal % CLASSES, "snr_db": float(rng.uniform(-5.0, 20.0))},
+    )
+
+
+def _root(variant: str, count: int) -> str:
+    return os.path.join(cache_dir(), f"bench-v{VERSION}-{count}x{CHANNELS}x{SAMPLES}-{variant}")
+
+
+def _is_complete(root: str, count: int) -> bool:
+    try:
+        return len(sds.open(root)) == count
+    except Exception:  # anything unreadable is rebuilt, not trusted
+        return False
+
+
+def _write(root: str, count: int, writer_options: str | None, bar: tqdm) -> None:
+    per_shard = min(RECORDS_PER_SHARD, max(1, count // 4))
+    storage = sds.StorageOptions(writer_options=writer_options) if writer_options else None
+
+    def records(start: int, stop: int) -> Iterator[sds.Record]:
+        for ordinal in range(start, stop):
+            yield capture(ordinal)
+            bar.update(1)
+
+    shards = [
+        sds.write_shard(records(start, min(start + per_shard, count)), root, work_id=f"{n:06d}", options=storage)
+        for n, start in enumerate(range(0, count, per_shard))
+    ]
+    sds.publish(root, shards, dataset_id="sds-loader-bench", snapshot_id="v1")
+
+
+def ensure(records: int | None = None, *, progress: bool = True) -> dict[str, str]:
+    """The built-in dataset's variants (name -> root), writing any not yet cached."""
+    count = record_count(records)
+    roots = {variant: _root(variant, count) for variant in VARIANTS}
+    missing = [variant for variant, root in roots.items() if not _is_complete(root, count)]
+    if not missing:
+        return roots
+    os.makedirs(cache_dir(), exist_ok=True)
+    with tqdm(
+        total=count * len(missing), unit="rec", desc=f"writing built-in dataset to {cache_dir()}",
+        delay=1.0, disable=not progress,
+    ) as bar:
+        for variant in missing:
+            root = roots[variant]
+            building = f"{root}.building-{os.getpid()}"
+            shutil.rmtree(building, ignore_errors=True)
+            _write(building, count, VARIANTS[variant], bar)
+            shutil.rmtree(root, ignore_errors=True)
+            try:
+                os.rename(building, root)
+            except OSError:
+                # Another process finished the same dataset first; theirs is as good.
+                shutil.rmtree(building, ignore_errors=True)
+    return roots

@@ -1,0 +1,149 @@
+"""What one benchmark variant reads: a dataset, its fields, and fixed shuffled batches.
+
+Every method of a variant reads the very same batches of ordinals, drawn from a
+seeded shuffle, so that the rows of the table differ only in how they read.
+Shuffled rather than sequential because that is what training does, and it is
+the access pattern that makes per-record overheads (and chunk grouping) show.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import signal_dataset as sds
+
+from sds_loader import native_tools
+from sds_loader.dataset_shards import Run, ShardFile, ShardsUnavailable, shard_files
+
+#: Batches measured when --batches is not given: one epoch of the built-in
+#: dataset at the default batch size, and a bounded run on a large dataset.
+DEFAULT_MAX_BATCHES = 16
+SEED = 0
+COMPRESSED = ("zstd", "snappy", "brotli", "mixed")
+
+
+@dataclass
+class Plan:
+    variant: str
+    uri: str
+    inputs: str
+    target: str | None
+    batches: list[np.ndarray]
+    #: Bytes of the inputs field per record: the unit of every MB/s in the report.
+    record_bytes: int
+    #: "none", "zstd", ..., or None when the native extension could not tell.
+    compression: str | None
+    shards: list[ShardFile] = field(default_factory=list)
+    #: Why shard files could not be listed (a reference dataset), else None.
+    shards_unavailable: str | None = None
+
+    @property
+    def records(self) -> int:
+        return int(sum(batch.size for batch in self.batches))
+
+    @property
+    def bound_key(self) -> str:
+        """The row whose rate this variant's other rows are a percentage of."""
+        return "bound_decompress" if self.compression in COMPRESSED else "bound_memcpy"
+
+    def touched(self) -> list[ShardFile]:
+        """The shard files the batches read from."""
+        wanted = np.unique(np.concatenate(self.batches)) if self.batches else np.empty(0, np.int64)
+
+        def reads(run: Run) -> bool:
+            at = int(np.searchsorted(wanted, run.first_ordinal))
+            return at < wanted.size and wanted[at] < run.first_ordinal + run.take
+
+        return [shard for shard in self.shards if any(reads(run) for run in shard.runs)]
+
+
+def shuffled_batches(length: int, batch_size: int, count: int, *, seed: int = SEED) -> list[np.ndarray]:
+    """`count` batches of a seeded shuffle, continuing into the next epoch's shuffle if needed."""
+    if length < 1:
+        raise ValueError("the dataset holds no records to read")
+    rng = np.random.default_rng(seed)
+    needed = batch_size * count
+    order = np.concatenate([rng.permutation(length) for _ in range(math.ceil(needed / length))])
+    return [order[k * batch_size : (k + 1) * batch_size].astype(np.int64) for k in range(count)]
+
+
+def default_batch_count(length: int, batch_size: int) -> int:
+    return max(1, min(DEFAULT_MAX_BATCHES, length // batch_size))
+
+
+def choose_fields(dataset: sds.Dataset, inputs: str | None, target: str | None) -> tuple[str, str | None]:
+    """The field to batch and the metadata key to use as target.
+
+    Defaults follow signal_dataset's PyTorch guide ("samples" and "label") and
+    otherwise take the first field and no target, so any dataset can be timed.
+    """
+    first = dataset.record_metadata[0]
+    names = sorted(first.fields)
+    if inputs is None:
+        inputs = "samples" if "samples" in first.fields else names[0]
+    elif inputs not in first.fields:
+        raise ValueError(f"record 0 has no field {inputs!r}; its fields are {names}. Pass --inputs with one of them.")
+    if target is None:
+        value = first.metadata.get("label")
+        target = "label" if isinstance(value, int | float) else None
+    elif not isinstance(first.metadata.get(target), int | float):
+        raise ValueError(
+            f"record 0's metadata has no number under {target!r} (its keys are "
+            f"{sorted(first.metadata)}). Pass --target with a numeric key."
+        )
+    return inputs, target
+
+
+def field_bytes(dataset: sds.Dataset, name: str) -> int:
+    spec = dataset.record_metadata[0].fields[name]
+    return int(np.dtype(spec.dtype).itemsize * math.prod(spec.shape))
+
+
+def compression_of(shards: list[ShardFile]) -> str | None:
+    """The shards' compression ("none", "zstd", ... or "mixed"), or None without the extension."""
+    try:
+        summarize = native_tools.function("shard_summary")
+    except native_tools.NativeUnavailable:
+        return None
+    kinds = {summarize(shard.path)["compression"] for shard in shards}
+    if not kinds:
+        return None
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def variant_name(compression: str | None) -> str:
+    if compression is None:
+        return "dataset"
+    return "uncompressed" if compression == "none" else compression
+
+
+def make(
+    uri: str,
+    *,
+    batch_size: int,
+    batches: int | None,
+    inputs: str | None = None,
+    target: str | None = None,
+    variant: str | None = None,
+) -> Plan:
+    dataset = sds.open(uri)
+    inputs, target = choose_fields(dataset, inputs, target)
+    count = batches if batches is not None else default_batch_count(len(dataset), batch_size)
+    plan = Plan(
+        variant="",
+        uri=uri,
+        inputs=inputs,
+        target=target,
+        batches=shuffled_batches(len(dataset), batch_size, count),
+        record_bytes=field_bytes(dataset, inputs),
+        compression=None,
+    )
+    try:
+        plan.shards = shard_files(dataset)
+    except ShardsUnavailable as exc:
+        plan.shards_unavailable = str(exc)
+    plan.compression = compression_of(plan.touched()) if plan.shards else None
+    plan.variant = variant or variant_name(plan.compression)
+    return plan

@@ -1,0 +1,193 @@
+"""Run the benchmark: plan each variant, warm the page cache, time every method.
+
+The order is fixed and the same for every variant so that two runs (or two
+machines) produce comparable tables: reference readers first, then this
+package, then the bounds. All methods of a variant read the same batches from
+a page cache warmed beforehand, so the table compares CPU work, not disk.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from tqdm import tqdm
+
+from sds_loader import native_tools
+from sds_loader.bench import bounds, builtin, methods, plan as planning, report
+from sds_loader.bench.plan import Plan
+from sds_loader.bench.timing import Row, Runner, measure
+
+#: The DataLoader worker counts timed for sds_loader.torch.
+WORKER_COUNTS = (0, 2)
+
+
+@dataclass
+class BenchConfig:
+    #: A dataset to time; None for the built-in one (both variants).
+    path: str | None = None
+    batch_size: int = 256
+    #: Threads for the "all cores" BatchReader row; None for os.cpu_count().
+    threads: int | None = None
+    batches: int | None = None
+    out: str = "bench-results"
+    inputs: str | None = None
+    target: str | None = None
+    #: Size of the built-in dataset; None for builtin.RECORDS (or its env override).
+    builtin_records: int | None = None
+    progress: bool = True
+    command: str = "sds-loader bench"
+
+
+@dataclass
+class BenchResult:
+    rows: list[Row]
+    plans: dict[str, Plan]
+    document: dict[str, Any]
+    files: dict[str, str] = field(default_factory=dict)
+    chart_problem: str | None = None
+
+    @property
+    def failed(self) -> list[Row]:
+        return [row for row in self.rows if row.status == "failed"]
+
+
+def method_table(threads: int) -> list[tuple[str, str, Callable[[Plan], Runner]]]:
+    """(key, label, runner factory) for every row of a variant, in table order."""
+    rows = [
+        ("guide_adapter", "SDS guide adapter, DataLoader, per index", methods.guide_adapter),
+        ("sds_getitems", "SDS Dataset.__getitems__ + default_collate", methods.sds_getitems),
+        ("array_record_read", "array_record read(indices)", methods.array_record_read),
+        ("batchreader_1", "BatchReader.read, 1 thread", methods.batch_reader(1)),
+        ("batchreader_all", f"BatchReader.read, {threads} threads", methods.batch_reader(threads)),
+    ]
+    rows += [
+        (f"torch_w{workers}", f"SDSTorchDataset + collate, {workers} workers", methods.torch_loader(workers))
+        for workers in WORKER_COUNTS
+    ]
+    rows += [
+        ("bound_decompress", "bound: decompression alone", bounds.decompress),
+        ("bound_memcpy", "bound: memcpy of the records", bounds.memcpy),
+    ]
+    return rows
+
+
+def plans_for(config: BenchConfig) -> dict[str, Plan]:
+    if config.path is not None:
+        one = planning.make(
+            config.path, batch_size=config.batch_size, batches=config.batches,
+            inputs=config.inputs, target=config.target,
+        )
+        return {one.variant: one}
+    roots = builtin.ensure(config.builtin_records, progress=config.progress)
+    return {
+        variant: planning.make(
+            root, batch_size=config.batch_size, batches=config.batches,
+            inputs=config.inputs, target=config.target, variant=variant,
+        )
+        for variant, root in roots.items()
+    }
+
+
+def warm_page_cache(plans: dict[str, Plan], *, progress: bool) -> None:
+    """Read every shard file the batches touch once, so no row pays for the disk."""
+    files = sorted({shard.path for plan in plans.values() for shard in plan.touched()})
+    total = sum(os.path.getsize(path) for path in files)
+    with tqdm(total=total, unit="B", unit_scale=True, desc="warming page cache", delay=1.0,
+              leave=False, disable=not progress) as bar:
+        for path in files:
+            with open(path, "rb", buffering=0) as handle:
+                while chunk := handle.read(8 << 20):
+                    bar.update(len(chunk))
+
+
+def context(config: BenchConfig, threads: int) -> dict[str, Any]:
+    def version(package: str) -> str | None:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "format": "sds-loader-bench/1",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": config.command,
+        "batch_size": config.batch_size,
+        "threads": threads,
+        "machine": {
+            "cpu": _cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+        },
+        "versions": {
+            name: version(name)
+            for name in ("sds-loader", "signal-dataset", "array-record", "torch", "numpy")
+        },
+        "native": native_tools.unavailable_reason("shard_summary") or "built",
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def run(config: BenchConfig) -> BenchResult:
+    if config.batch_size < 1:
+        raise ValueError(f"--batch-size must be at least 1, not {config.batch_size}")
+    if config.batches is not None and config.batches < 1:
+        raise ValueError(f"--batches must be at least 1, not {config.batches}")
+    threads = config.threads or os.cpu_count() or 1
+    if threads < 1:
+        raise ValueError(f"--threads must be at least 1, not {threads}")
+    plans = plans_for(config)
+    warm_page_cache(plans, progress=config.progress)
+    rows = [
+        measure(plan, key, label, open_runner, progress=config.progress)
+        for plan in plans.values()
+        for key, label, open_runner in method_table(threads)
+    ]
+    report.derive(rows, plans)
+    document = report.document(rows, plans, context(config, threads))
+    result = BenchResult(rows, plans, document)
+    os.makedirs(config.out, exist_ok=True)
+    result.files["json"] = os.path.join(config.out, "bench.json")
+    report.write_json(result.files["json"], document)
+    result.files["markdown"] = os.path.join(config.out, "bench.md")
+    with open(result.files["markdown"], "w", encoding="utf-8") as handle:
+        handle.write(readme_section(result))
+    chart_path = os.path.join(config.out, "bench.png")
+    result.chart_problem = report.chart(chart_path, rows, plans)
+    if result.chart_problem is None:
+        result.files["chart"] = chart_path
+    return result
+
+
+def readme_section(result: BenchResult) -> str:
+    """The markdown a README's benchmark section holds: when, how, where, the table."""
+    doc = result.document
+    machine = doc["machine"]
+    return (
+        f"Measured {doc['date'][:10]} with `{doc['command']}` on {machine['cpu']} "
+        f"({machine['cpu_count']} cores), Python {machine['python']}, "
+        f"signal-dataset {doc['versions']['signal-dataset']}, array-record {doc['versions']['array-record']}, "
+        f"torch {doc['versions']['torch']}.\n\n"
+        + report.legend(result.plans, doc["batch_size"])
+        .replace("\n", "  \n")
+        + "\n\n"
+        + report.markdown(result.rows)
+        + "\n"
+    )

@@ -1,0 +1,148 @@
+"""The `sds-loader` command: bench, inspect, verify.
+
+Each subcommand lives in its own module; this file only parses arguments,
+calls it, and turns the errors a user can fix (a wrong path, a missing build,
+a bad option) into one line and exit status 2 rather than a traceback.
+Exit status 1 is reserved for what the command found: a corrupt dataset, or a
+benchmark row that failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+
+import signal_dataset as sds
+
+from sds_loader.native_tools import NativeUnavailable
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="sds-loader",
+        description="Read signal_dataset (SDS) datasets in batches: benchmark, inspect and verify them.",
+    )
+    commands = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    bench = commands.add_parser(
+        "bench",
+        help="time sds-loader against signal_dataset and the hardware bounds",
+        description=(
+            "Time reading the same shuffled batches through signal_dataset's own readers, "
+            "array_record, BatchReader and the PyTorch adapter, against the bounds of "
+            "decompression and memcpy. Without PATH, times a built-in dataset (4096 "
+            "captures of 2x4096 complex64, as zstd and as uncompressed shards) written "
+            "once to $XDG_CACHE_HOME/sds-loader. Prints a table and writes bench.json, "
+            "bench.md and bench.png to --out."
+        ),
+    )
+    bench.add_argument("path", nargs="?", metavar="PATH", help="dataset to time (default: the built-in one)")
+    bench.add_argument("--batch-size", type=_positive, default=256, help="records per batch (default 256)")
+    bench.add_argument(
+        "--threads", type=_positive, default=None,
+        help="threads for the multi-threaded BatchReader row (default: all cores)",
+    )
+    bench.add_argument(
+        "--batches", type=_positive, default=None,
+        help="batches timed per method (default: up to 16, one epoch at most)",
+    )
+    bench.add_argument("--out", metavar="DIR", default="bench-results", help="where to write results (default ./bench-results)")
+    bench.add_argument("--inputs", metavar="FIELD", help='field to batch (default "samples", else the first field)')
+    bench.add_argument("--target", metavar="KEY", help='numeric metadata key to batch as target (default "label" if present)')
+    bench.add_argument("--no-progress", action="store_true", help="no progress bars")
+    # Shrinks the built-in dataset (tests; also $SDS_LOADER_BENCH_RECORDS).
+    bench.add_argument("--builtin-records", type=_positive, default=None, help=argparse.SUPPRESS)
+
+    inspect = commands.add_parser(
+        "inspect",
+        help="records, fields, shards, compression and what it costs",
+        description=(
+            "Show a dataset's records, fields (dtype and shape), and each data shard's "
+            "compression, group size and bytes on disk against decoded bytes, with a "
+            "note when the compression costs more read speed than the space it saves."
+        ),
+    )
+    inspect.add_argument("path", metavar="PATH", help="dataset root")
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    verify = commands.add_parser(
+        "verify",
+        help="check every chunk hash and record header; exit 1 if anything is corrupt",
+        description=(
+            "Check every chunk hash and every record's SafeTensors header of every data "
+            "shard, natively, and report each corrupt shard and record. Exit status 0 "
+            "when clean, 1 when anything is corrupt, 2 when the check could not run."
+        ),
+    )
+    verify.add_argument("path", metavar="PATH", help="dataset root")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return top
+
+
+def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from sds_loader.bench import BenchConfig, run
+    from sds_loader.bench import report
+
+    result = run(
+        BenchConfig(
+            path=args.path,
+            batch_size=args.batch_size,
+            threads=args.threads,
+            batches=args.batches,
+            out=args.out,
+            inputs=args.inputs,
+            target=args.target,
+            builtin_records=args.builtin_records,
+            progress=not args.no_progress,
+            command=shlex.join(["sds-loader", *argv]),
+        )
+    )
+    print(report.legend(result.plans, args.batch_size))
+    print()
+    print(report.text(result.rows))
+    print()
+    for kind, path in result.files.items():
+        print(f"{kind}: {path}")
+    if result.chart_problem:
+        print(result.chart_problem)
+    if result.failed:
+        print(f"{len(result.failed)} method(s) failed; see their rows", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "bench":
+            return _bench(args, argv)
+        if args.command == "inspect":
+            from sds_loader import inspect_cmd
+
+            return inspect_cmd.run(args.path, as_json=args.json)
+        if args.command == "verify":
+            from sds_loader import verify_cmd
+
+            return verify_cmd.run(args.path, as_json=args.json, progress=not args.no_progress)
+    except (NativeUnavailable, FileNotFoundError, NotADirectoryError, ValueError, sds.SignalDatasetError) as exc:
+        print(f"sds-loader {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    raise AssertionError(f"unhandled command {args.command!r}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
