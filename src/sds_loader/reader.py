@@ -38,17 +38,13 @@ class _ProcessState:
     """Everything that must not cross a fork: open dataset, native file cache."""
 
     def __init__(self, uri: str, verify_checksums: bool, max_open_files: int) -> None:
-        try:  # TEMPORARY until the extension lands
-            from sds_loader import _native
-        except ImportError:
-            _native = None
+        from sds_loader import _native
+
         self.pid = os.getpid()
         self.dataset = sds.open(uri)
         self.native_reason = native_unavailable_reason(self.dataset)
         self.table: ShardTable | None = None
         self.native = None
-        if _native is None and self.native_reason is None:
-            self.native_reason = "extension not built"
         if self.native_reason is None:
             self.table = shard_table(self.dataset)
             self.native = _native.ShardSet(list(self.table.paths), verify_checksums, max_open_files)

@@ -1,0 +1,207 @@
+#include "array_record_index.h"
+
+#include <algorithm>
+#include <string>
+
+#include "byte_io.h"
+#include "codecs.h"
+#include "reader_error.h"
+#include "riegeli_chunk.h"
+#include "riegeli_layout.h"
+#include "simple_chunk.h"
+#include "value_stream.h"
+
+namespace sdsl {
+namespace {
+
+constexpr uint64_t kPostscriptMagic = 0x71930e704fdae05eULL;
+// A footer record is three small varints; anything far larger is corrupt.
+constexpr uint64_t kMaxFooterRecordBytes = 64;
+
+struct ProtoField {
+  uint32_t number = 0;
+  uint32_t wire_type = 0;
+  uint64_t varint = 0;
+  const uint8_t* bytes = nullptr;
+  uint64_t length = 0;
+};
+
+// Walks a serialized protobuf message, calling `visit` for each field. Only
+// the wire format is needed for the three tiny messages of the footer.
+template <typename Visit>
+void ForEachField(const uint8_t* p, const uint8_t* end, const char* what, Visit visit) {
+  while (p != end) {
+    uint64_t tag;
+    if (!ReadVarint64(&p, end, &tag)) Corrupt(std::string("malformed ") + what);
+    ProtoField field;
+    field.number = static_cast<uint32_t>(tag >> 3);
+    field.wire_type = static_cast<uint32_t>(tag & 7);
+    switch (field.wire_type) {
+      case 0:
+        if (!ReadVarint64(&p, end, &field.varint)) Corrupt(std::string("malformed ") + what);
+        break;
+      case 1:
+        if (end - p < 8) Corrupt(std::string("malformed ") + what);
+        p += 8;
+        break;
+      case 5:
+        if (end - p < 4) Corrupt(std::string("malformed ") + what);
+        p += 4;
+        break;
+      case 2:
+        if (!ReadVarint64(&p, end, &field.length) ||
+            field.length > static_cast<uint64_t>(end - p)) {
+          Corrupt(std::string("malformed ") + what);
+        }
+        field.bytes = p;
+        p += field.length;
+        break;
+      default:
+        Corrupt(std::string("malformed ") + what);
+    }
+    visit(field);
+  }
+}
+
+// Decodes every record of a small simple chunk into `values`.
+void DecodeWholeChunk(const Chunk& chunk, uint64_t max_decoded, SimpleChunk* parsed,
+                      std::vector<uint8_t>* values) {
+  std::vector<uint8_t> scratch;
+  ParseSimpleChunk(chunk, max_decoded, &scratch, parsed);
+  values->resize(static_cast<size_t>(parsed->decoded_size));
+  if (parsed->compression == 0) {
+    CopyFromPieces(parsed->values, 0, parsed->decoded_size, values->data());
+    return;
+  }
+  std::vector<uint8_t> compressed(static_cast<size_t>(parsed->values.total));
+  CopyFromPieces(parsed->values, 0, parsed->values.total, compressed.data());
+  DecompressExact(parsed->compression, compressed.data(), compressed.size(), values->data(),
+                  values->size(), "footer values");
+}
+
+}  // namespace
+
+uint64_t ShardIndex::ChunkOf(uint64_t record) const {
+  // first_record is ascending; the chunk is the last one starting at or before.
+  const auto it = std::upper_bound(first_record.begin(), first_record.end() - 1, record);
+  return static_cast<uint64_t>(it - first_record.begin()) - 1;
+}
+
+ShardIndex ReadShardIndex(const ShardFile& file) {
+  ShardIndex index;
+  index.file_size = file.size();
+  const uint64_t size = file.size();
+  if (size < kBlockSize || size % kBlockSize != 0) {
+    Corrupt("shard is " + std::to_string(size) +
+            " bytes, not a whole number of 64 KiB blocks: it is truncated or not an "
+            "ArrayRecord file");
+  }
+  const uint64_t postscript_begin = size - kBlockSize;
+  std::vector<uint8_t> buffer(static_cast<size_t>(kBlockSize));
+  file.ReadAt(postscript_begin, kBlockSize, buffer.data());
+  FileWindow window{buffer.data(), postscript_begin, kBlockSize};
+  Chunk chunk;
+  try {
+    ReadChunk(window, postscript_begin, size, /*verify_data=*/true, &chunk);
+  } catch (const ReaderError& error) {
+    Corrupt(std::string("postscript is unreadable: ") + error.what());
+  }
+  if (chunk.header.type != kSimpleChunk || chunk.header.num_records < 1) {
+    Corrupt("postscript is not a simple chunk with records");
+  }
+  SimpleChunk parsed;
+  std::vector<uint8_t> values;
+  DecodeWholeChunk(chunk, kBlockSize, &parsed, &values);
+  uint64_t footer_offset = 0, magic = 0;
+  ForEachField(values.data(), values.data() + parsed.sizes[0], "postscript",
+               [&](const ProtoField& field) {
+                 if (field.number == 1 && field.wire_type == 0) footer_offset = field.varint;
+                 if (field.number == 2 && field.wire_type == 0) magic = field.varint;
+               });
+  if (magic != kPostscriptMagic) Corrupt("postscript has the wrong magic number");
+  if (footer_offset < 64 || footer_offset >= postscript_begin) {
+    Corrupt("postscript points at footer offset " + std::to_string(footer_offset) +
+            ", outside the file's data");
+  }
+  index.footer_offset = footer_offset;
+
+  const uint64_t footer_size = postscript_begin - footer_offset;
+  buffer.resize(static_cast<size_t>(footer_size));
+  file.ReadAt(footer_offset, footer_size, buffer.data());
+  window = FileWindow{buffer.data(), footer_offset, footer_size};
+  try {
+    ReadChunk(window, footer_offset, postscript_begin, /*verify_data=*/true, &chunk);
+  } catch (const ReaderError& error) {
+    Corrupt(std::string("footer is unreadable: ") + error.what());
+  }
+  if (chunk.header.type == kTransposedChunk) {
+    index.transposed_footer = true;
+    return index;
+  }
+  if (chunk.header.type != kSimpleChunk || chunk.header.num_records < 1) {
+    Corrupt("footer is not a simple chunk with records");
+  }
+  uint64_t max_decoded;
+  if (!CheckedMul(chunk.header.num_records, kMaxFooterRecordBytes, &max_decoded)) {
+    Corrupt("footer claims too many records");
+  }
+  DecodeWholeChunk(chunk, max_decoded + 1024, &parsed, &values);
+
+  uint64_t num_chunks = 0, num_records = 0;
+  bool has_metadata = false;
+  ForEachField(values.data(), values.data() + parsed.sizes[0], "footer metadata",
+               [&](const ProtoField& field) {
+                 if (field.number != 1 || field.wire_type != 2) return;
+                 has_metadata = true;
+                 ForEachField(field.bytes, field.bytes + field.length, "footer metadata",
+                              [&](const ProtoField& inner) {
+                                if (inner.number == 2 && inner.wire_type == 0) {
+                                  num_chunks = inner.varint;
+                                } else if (inner.number == 3 && inner.wire_type == 0) {
+                                  num_records = inner.varint;
+                                } else if (inner.number == 4 && inner.wire_type == 2) {
+                                  index.writer_options.assign(
+                                      reinterpret_cast<const char*>(inner.bytes),
+                                      static_cast<size_t>(inner.length));
+                                }
+                              });
+               });
+  if (!has_metadata) Corrupt("footer lacks its ArrayRecord metadata");
+  if (num_chunks != parsed.sizes.size() - 1) {
+    Corrupt("footer lists " + std::to_string(parsed.sizes.size() - 1) + " chunks but declares " +
+            std::to_string(num_chunks));
+  }
+  index.chunk_offsets.reserve(static_cast<size_t>(num_chunks));
+  index.chunk_decoded_sizes.reserve(static_cast<size_t>(num_chunks));
+  index.first_record.reserve(static_cast<size_t>(num_chunks) + 1);
+  uint64_t total = 0;
+  for (uint64_t c = 0; c < num_chunks; ++c) {
+    const uint8_t* begin = values.data() + parsed.offsets[c + 1];
+    uint64_t offset = 0, decoded = 0, records = 0;
+    ForEachField(begin, begin + parsed.sizes[c + 1], "footer entry", [&](const ProtoField& f) {
+      if (f.wire_type != 0) return;
+      if (f.number == 1) offset = f.varint;
+      if (f.number == 2) decoded = f.varint;
+      if (f.number == 3) records = f.varint;
+    });
+    const uint64_t previous = index.chunk_offsets.empty() ? 0 : index.chunk_offsets.back();
+    if (offset < 64 || offset >= footer_offset || offset <= previous ||
+        (offset % kBlockSize != 0 && offset % kBlockSize <= kBlockHeaderSize)) {
+      Corrupt("footer entry " + std::to_string(c) + " points at impossible chunk offset " +
+              std::to_string(offset));
+    }
+    index.chunk_offsets.push_back(offset);
+    index.chunk_decoded_sizes.push_back(decoded);
+    index.first_record.push_back(total);
+    if (!CheckedAdd(total, records, &total)) Corrupt("footer record counts overflow");
+  }
+  index.first_record.push_back(total);
+  if (total != num_records) {
+    Corrupt("footer chunks hold " + std::to_string(total) + " records but the footer declares " +
+            std::to_string(num_records));
+  }
+  index.num_records = total;
+  return index;
+}
+
+}  // namespace sdsl

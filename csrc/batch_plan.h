@@ -1,0 +1,59 @@
+// One read() as a plan: positions grouped by shard and chunk, sorted by file
+// offset, duplicates folded into one decode, adjacent chunks merged into
+// runs that are each read with a single pread.
+#ifndef SDS_LOADER_BATCH_PLAN_H_
+#define SDS_LOADER_BATCH_PLAN_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "array_record_index.h"
+#include "shard_file.h"
+
+namespace sdsl {
+
+struct OpenShard {
+  std::unique_ptr<ShardFile> file;
+  ShardIndex index;
+};
+
+struct WantedRecord {
+  uint64_t index_in_chunk = 0;
+  uint64_t local = 0;
+  std::vector<size_t> positions;  // positions[0] is decoded, the rest copied
+};
+
+struct WantedChunk {
+  uint64_t chunk = 0;
+  std::vector<WantedRecord> records;  // ascending index_in_chunk
+};
+
+struct Run {
+  std::shared_ptr<const OpenShard> shard;
+  std::vector<WantedChunk> chunks;  // consecutive chunk numbers
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+struct BatchPlan {
+  std::vector<Run> runs;
+  std::vector<size_t> unsupported_positions;  // shards this core cannot decode
+};
+
+using ShardOpener = std::function<std::shared_ptr<const OpenShard>(size_t file)>;
+
+// Runs larger than this are split, so one pread never needs more scratch than
+// a chunk plus this, and threads get work to share.
+constexpr uint64_t kMaxRunBytes = 2 << 20;
+
+// Throws a corrupt error (naming the shard and the ordinal) for a record the
+// shard does not hold.
+BatchPlan PlanBatch(const int64_t* files, const int64_t* locals, const int64_t* ordinals,
+                    size_t count, const ShardOpener& open);
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_BATCH_PLAN_H_

@@ -1,0 +1,242 @@
+// The one file that knows Python: converts arguments, releases the GIL around
+// every read, and maps core errors to sds_loader's exception classes.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include "reader_error.h"
+#include "shard_set.h"
+#include "shard_tools.h"
+
+namespace py = pybind11;
+using sdsl::ErrorKind;
+using sdsl::ReaderError;
+
+namespace {
+
+using Int64Array = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+void RaiseAs(const char* class_name, const char* message) {
+  py::object errors = py::module_::import("sds_loader.errors");
+  PyErr_SetString(errors.attr(class_name).ptr(), message);
+}
+
+void TranslateReaderError(std::exception_ptr pointer) {
+  try {
+    if (pointer) std::rethrow_exception(pointer);
+  } catch (const ReaderError& error) {
+    switch (error.kind()) {
+      case ErrorKind::kCorrupt:
+        RaiseAs("CorruptShardError", error.what());
+        return;
+      case ErrorKind::kSchemaMismatch:
+        RaiseAs("SchemaMismatch", error.what());
+        return;
+      case ErrorKind::kTarget:
+        RaiseAs("TargetError", error.what());
+        return;
+      case ErrorKind::kUnsupported:
+        PyErr_SetString(PyExc_NotImplementedError, error.what());
+        return;
+      case ErrorKind::kArgument:
+        PyErr_SetString(PyExc_ValueError, error.what());
+        return;
+      case ErrorKind::kIo: {
+        py::object exception = py::reinterpret_steal<py::object>(
+            PyObject_CallFunction(PyExc_OSError, "is", error.os_error(), error.what()));
+        if (exception) PyErr_SetObject(PyExc_OSError, exception.ptr());
+        return;
+      }
+    }
+  }
+}
+
+std::vector<uint64_t> ShapeOf(const py::tuple& shape) {
+  std::vector<uint64_t> dims;
+  for (const py::handle& item : shape) dims.push_back(item.cast<uint64_t>());
+  return dims;
+}
+
+// A writable, C-contiguous buffer of exactly `bytes` bytes. The Python layer
+// has already checked shape and dtype; this re-checks what memory safety needs.
+uint8_t* WritableBase(const py::object& object, uint64_t bytes, const std::string& name) {
+  py::buffer buffer = py::reinterpret_borrow<py::buffer>(object);
+  py::buffer_info info = buffer.request(/*writable=*/true);
+  if (static_cast<uint64_t>(info.size) * static_cast<uint64_t>(info.itemsize) != bytes) {
+    throw py::value_error("buffer for " + name + " holds " +
+                          std::to_string(info.size * info.itemsize) + " bytes, not " +
+                          std::to_string(bytes));
+  }
+  py::ssize_t expected = info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+    if (info.shape[d] > 1 && info.strides[d] != expected) {
+      throw py::value_error("buffer for " + name + " is not C-contiguous");
+    }
+    expected *= info.shape[d];
+  }
+  return static_cast<uint8_t*>(info.ptr);
+}
+
+py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files, const Int64Array& locals,
+                          const Int64Array& ordinals, const py::list& fields,
+                          const py::list& targets, int threads) {
+  const size_t count = static_cast<size_t>(files.size());
+  if (locals.size() != files.size() || ordinals.size() != files.size() || files.ndim() != 1) {
+    throw py::value_error("files, locals and ordinals must be 1-D arrays of one length");
+  }
+  const int64_t* file_data = files.data();
+  for (size_t i = 0; i < count; ++i) {
+    if (file_data[i] < 0 || static_cast<size_t>(file_data[i]) >= set.num_files()) {
+      throw py::index_error("shard number " + std::to_string(file_data[i]) + " is out of range");
+    }
+  }
+  sdsl::BatchLayout layout;
+  for (const py::handle& item : fields) {
+    const py::tuple spec = item.cast<py::tuple>();
+    sdsl::FieldSlot slot;
+    slot.name = spec[0].cast<std::string>();
+    slot.key_hint = spec[1].cast<std::string>();
+    slot.dtype = spec[2].cast<std::string>();
+    slot.shape = ShapeOf(spec[3].cast<py::tuple>());
+    uint64_t row = sdsl::DtypeItemSize(slot.dtype);
+    if (row == 0) throw py::value_error("unknown dtype " + slot.dtype);
+    for (uint64_t d : slot.shape) row *= d;
+    slot.row_bytes = row;
+    slot.base = WritableBase(py::reinterpret_borrow<py::object>(spec[4]), row * count, slot.name);
+    layout.fields.push_back(std::move(slot));
+  }
+  for (const py::handle& item : targets) {
+    const py::tuple spec = item.cast<py::tuple>();
+    sdsl::TargetSlot slot;
+    slot.key = spec[0].cast<std::string>();
+    const std::string kind = spec[1].cast<std::string>();
+    if (kind != "i" && kind != "f") throw py::value_error("target kind must be 'i' or 'f'");
+    slot.kind = kind[0];
+    slot.base = WritableBase(py::reinterpret_borrow<py::object>(spec[2]), 8 * count, slot.key);
+    layout.targets.push_back(std::move(slot));
+  }
+  py::array_t<uint8_t> needs_fallback(static_cast<py::ssize_t>(count));
+  uint8_t* flags = needs_fallback.mutable_data();
+  const int64_t* local_data = locals.data();
+  const int64_t* ordinal_data = ordinals.data();
+  {
+    py::gil_scoped_release release;
+    set.Read(file_data, local_data, ordinal_data, count, layout, threads, flags);
+  }
+  return needs_fallback;
+}
+
+py::object Probe(sdsl::ShardSet& set, size_t file, uint64_t local, int64_t ordinal) {
+  sdsl::RecordProbe probe;
+  {
+    py::gil_scoped_release release;
+    probe = set.Probe(file, local, ordinal);
+  }
+  if (!probe.supported) return py::none();
+  py::list fields;
+  for (const auto& field : probe.fields) {
+    py::tuple shape(field.shape.size());
+    for (size_t d = 0; d < field.shape.size(); ++d) shape[d] = py::int_(field.shape[d]);
+    fields.append(py::make_tuple(field.name, field.key, field.dtype, shape));
+  }
+  return py::make_tuple(fields, probe.metadata_json);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "Native core of sds-loader: ArrayRecord shards decoded into batch buffers.";
+  py::register_exception_translator(&TranslateReaderError);
+
+  py::class_<sdsl::ShardSet>(m, "ShardSet")
+      .def(py::init<std::vector<std::string>, bool, size_t>(), py::arg("paths"),
+           py::arg("verify_checksums"), py::arg("max_open_files"))
+      .def("read", &Read, py::arg("files"), py::arg("locals"), py::arg("ordinals"),
+           py::arg("fields"), py::arg("targets"), py::arg("threads"))
+      .def("probe", &Probe, py::arg("file"), py::arg("local"), py::arg("ordinal"))
+      .def_property_readonly("num_files", &sdsl::ShardSet::num_files);
+
+
+  m.def(
+      "shard_summary",
+      [](const std::string& path) {
+        sdsl::ShardSummary summary;
+        {
+          py::gil_scoped_release release;
+          summary = sdsl::SummarizeShard(path);
+        }
+        py::dict out;
+        out["file_size"] = summary.file_size;
+        out["num_records"] = summary.num_records;
+        out["num_chunks"] = summary.num_chunks;
+        out["chunk_types"] = summary.chunk_types;
+        out["compression"] = summary.compression;
+        out["max_records_per_chunk"] = summary.max_records_per_chunk;
+        out["encoded_bytes"] = summary.encoded_bytes;
+        out["decoded_bytes"] = summary.decoded_bytes;
+        out["writer_options"] = summary.writer_options;
+        return out;
+      },
+      py::arg("path"), "How one shard is stored: records, chunks, compression, sizes.");
+  m.def(
+      "verify_shard",
+      [](const std::string& path) {
+        std::vector<sdsl::ShardProblem> problems;
+        {
+          py::gil_scoped_release release;
+          problems = sdsl::VerifyShard(path);
+        }
+        py::list out;
+        for (const auto& problem : problems) {
+          py::dict item;
+          item["chunk"] = problem.chunk;
+          item["record"] = problem.record;
+          item["offset"] = problem.offset;
+          item["message"] = problem.message;
+          out.append(item);
+        }
+        return out;
+      },
+      py::arg("path"), "Every chunk hash and record header of one shard; [] when clean.");
+  m.def(
+      "chunk_payloads",
+      [](const std::string& path, const std::vector<uint64_t>& records) {
+        std::vector<sdsl::ChunkPayload> payloads;
+        {
+          py::gil_scoped_release release;
+          payloads = sdsl::ChunkPayloads(path, records);
+        }
+        py::list out;
+        for (const auto& payload : payloads) {
+          out.append(py::make_tuple(payload.compression, py::bytes(payload.bytes),
+                                    payload.decoded_size));
+        }
+        return out;
+      },
+      py::arg("path"), py::arg("records"));
+  m.def(
+      "bound_decompress",
+      [](const py::list& items, int repeats) {
+        std::vector<sdsl::ChunkPayload> payloads;
+        for (const py::handle& item : items) {
+          const py::tuple spec = item.cast<py::tuple>();
+          payloads.push_back(sdsl::ChunkPayload{spec[0].cast<std::string>(),
+                                                spec[1].cast<std::string>(),
+                                                spec[2].cast<uint64_t>()});
+        }
+        py::gil_scoped_release release;
+        return sdsl::BoundDecompress(payloads, repeats);
+      },
+      py::arg("payloads"), py::arg("repeats") = 1);
+  m.def(
+      "bound_memcpy",
+      [](const std::vector<std::string>& buffers, int repeats) {
+        py::gil_scoped_release release;
+        return sdsl::BoundMemcpy(buffers, repeats);
+      },
+      py::arg("buffers"), py::arg("repeats") = 1);
+}

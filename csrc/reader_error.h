@@ -1,0 +1,42 @@
+// Every failure the core can report. The core never asserts on input: each
+// malformed byte becomes one of these, and the binding maps them to Python.
+#ifndef SDS_LOADER_READER_ERROR_H_
+#define SDS_LOADER_READER_ERROR_H_
+
+#include <stdexcept>
+#include <string>
+
+namespace sdsl {
+
+enum class ErrorKind {
+  kCorrupt,         // bytes fail a hash, a bound or a format rule
+  kUnsupported,     // valid, but this core does not decode it (transposed)
+  kSchemaMismatch,  // a record disagrees with the batch layout asked for
+  kTarget,          // a metadata target is missing or not a scalar
+  kIo,              // the operating system refused a read or an open
+  kArgument,        // the caller passed something unusable
+};
+
+class ReaderError : public std::runtime_error {
+ public:
+  ReaderError(ErrorKind kind, const std::string& message, int os_error = 0)
+      : std::runtime_error(message), kind_(kind), os_error_(os_error) {}
+  ErrorKind kind() const { return kind_; }
+  int os_error() const { return os_error_; }
+
+ private:
+  ErrorKind kind_;
+  int os_error_;
+};
+
+[[noreturn]] inline void Fail(ErrorKind kind, const std::string& message) {
+  throw ReaderError(kind, message);
+}
+
+[[noreturn]] inline void Corrupt(const std::string& message) {
+  throw ReaderError(ErrorKind::kCorrupt, message);
+}
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_READER_ERROR_H_

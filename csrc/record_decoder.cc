@@ -1,0 +1,125 @@
+#include "record_decoder.h"
+
+#include <cstring>
+
+#include "byte_io.h"
+#include "reader_error.h"
+
+namespace sdsl {
+namespace {
+
+std::string ShapeText(const std::vector<uint64_t>& shape) {
+  std::string text = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    text += std::to_string(shape[i]);
+    if (shape.size() == 1 || i + 1 < shape.size()) text += shape.size() == 1 ? "," : ", ";
+  }
+  return text + ")";
+}
+
+// Reads the 8-byte length and the header it announces; returns the size of
+// the tensor data that follows.
+uint64_t ReadHeader(ValueStream& stream, uint64_t record_size, RecordScratch* scratch) {
+  if (record_size < 8) Corrupt("record of " + std::to_string(record_size) + " bytes has no SafeTensors header");
+  uint8_t length_bytes[8];
+  stream.Read(length_bytes, 8);
+  const uint64_t header_size = LoadLE64(length_bytes);
+  if (header_size > record_size - 8 || header_size > kMaxHeaderBytes) {
+    Corrupt("SafeTensors header claims " + std::to_string(header_size) + " bytes in a " +
+            std::to_string(record_size) + "-byte record");
+  }
+  scratch->header.resize(static_cast<size_t>(header_size));
+  stream.Read(scratch->header.data(), header_size);
+  const uint64_t data_size = record_size - 8 - header_size;
+  ParseSafeTensorsHeader(scratch->header.data(), header_size, data_size, &scratch->parsed);
+  const TensorEntry* descriptor = scratch->parsed.Find(kDescriptorTensor);
+  if (descriptor == nullptr || descriptor->dtype != "U8" || descriptor->shape.size() != 1) {
+    Corrupt("record lacks a one-dimensional U8 descriptor tensor");
+  }
+  return data_size;
+}
+
+}  // namespace
+
+void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& layout,
+                  const std::vector<std::string>& keys, bool hinted, size_t row,
+                  RecordScratch* scratch) {
+  const uint64_t data_size = ReadHeader(stream, record_size, scratch);
+  const SafeTensorsHeader& parsed = scratch->parsed;
+  // Every field's tensor must exist with the batch's dtype and shape before a
+  // byte of it is written.
+  std::vector<const FieldSlot*> slot_of(parsed.tensors.size(), nullptr);
+  for (size_t f = 0; f < layout.fields.size(); ++f) {
+    const FieldSlot& slot = layout.fields[f];
+    const TensorEntry* tensor = parsed.Find(keys[f]);
+    if (tensor == nullptr || tensor->dtype != slot.dtype || tensor->shape != slot.shape) {
+      if (hinted) throw KeyHintMiss{};
+      const std::string found =
+          tensor == nullptr ? "no such tensor" : tensor->dtype + " " + ShapeText(tensor->shape);
+      Fail(ErrorKind::kSchemaMismatch, "field \"" + slot.name + "\" is " + found +
+                                           " where the batch holds " + slot.dtype + " " +
+                                           ShapeText(slot.shape));
+    }
+    slot_of[static_cast<size_t>(tensor - parsed.tensors.data())] = &slot;
+  }
+  uint64_t position = 0;
+  bool described = false;
+  for (size_t t = 0; t < parsed.tensors.size(); ++t) {
+    const TensorEntry& tensor = parsed.tensors[t];
+    stream.Skip(tensor.begin - position);
+    const uint64_t size = tensor.end - tensor.begin;
+    if (slot_of[t] != nullptr) {
+      stream.Read(slot_of[t]->base + row * slot_of[t]->row_bytes, size);
+    } else if (tensor.key == kDescriptorTensor) {
+      scratch->descriptor.resize(static_cast<size_t>(size));
+      stream.Read(scratch->descriptor.data(), size);
+      ParseDescriptor(scratch->descriptor.data(), size, &scratch->described);
+      described = true;
+    } else {
+      stream.Skip(size);
+    }
+    position = tensor.end;
+  }
+  stream.Skip(data_size - position);
+  if (!described) Corrupt("record lacks its descriptor");
+  for (size_t f = 0; f < layout.fields.size(); ++f) {
+    const std::string* tensor = scratch->described.TensorOf(layout.fields[f].name);
+    if (tensor == nullptr || *tensor != keys[f]) {
+      if (hinted) throw KeyHintMiss{};
+      Fail(ErrorKind::kSchemaMismatch, "has no field \"" + layout.fields[f].name + "\"");
+    }
+  }
+  for (const TargetSlot& target : layout.targets) {
+    const TargetValue value = MetadataTarget(scratch->described.metadata, target.key, target.kind);
+    if (target.kind == 'i') {
+      std::memcpy(target.base + row * sizeof(int64_t), &value.as_int, sizeof(int64_t));
+    } else {
+      std::memcpy(target.base + row * sizeof(double), &value.as_float, sizeof(double));
+    }
+  }
+}
+
+void DescribeRecord(const uint8_t* record, uint64_t size, RecordScratch* scratch) {
+  Pieces pieces;
+  pieces.Append(record, static_cast<size_t>(size));
+  PiecesStream stream(pieces);
+  ReadHeader(stream, size, scratch);
+  const TensorEntry* descriptor = scratch->parsed.Find(kDescriptorTensor);
+  const uint64_t data_begin = 8 + scratch->header.size();
+  ParseDescriptor(record + data_begin + descriptor->begin, descriptor->end - descriptor->begin,
+                  &scratch->described);
+}
+
+std::vector<std::string> ResolveKeys(const uint8_t* record, uint64_t size,
+                                     const BatchLayout& layout, RecordScratch* scratch) {
+  DescribeRecord(record, size, scratch);
+  std::vector<std::string> keys;
+  for (const FieldSlot& slot : layout.fields) {
+    const std::string* tensor = scratch->described.TensorOf(slot.name);
+    if (tensor == nullptr) Fail(ErrorKind::kSchemaMismatch, "has no field \"" + slot.name + "\"");
+    keys.push_back(*tensor);
+  }
+  return keys;
+}
+
+}  // namespace sdsl

@@ -1,0 +1,65 @@
+// One SafeTensors record, decoded from a value stream straight into its row
+// of each output array.
+#ifndef SDS_LOADER_RECORD_DECODER_H_
+#define SDS_LOADER_RECORD_DECODER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "safetensors_header.h"
+#include "value_stream.h"
+
+namespace sdsl {
+
+// One output array, one row per batch position.
+struct FieldSlot {
+  std::string name;
+  std::string key_hint;  // the tensor key the field had in the last record seen
+  std::string dtype;
+  std::vector<uint64_t> shape;
+  uint64_t row_bytes = 0;
+  uint8_t* base = nullptr;
+};
+
+struct TargetSlot {
+  std::string key;
+  char kind = 'i';  // 'i': int64 rows, 'f': float64 rows
+  uint8_t* base = nullptr;
+};
+
+struct BatchLayout {
+  std::vector<FieldSlot> fields;
+  std::vector<TargetSlot> targets;
+};
+
+struct RecordScratch {
+  std::vector<uint8_t> header;
+  std::vector<uint8_t> descriptor;
+  SafeTensorsHeader parsed;
+  Descriptor described;
+};
+
+// Raised when a streamed record's descriptor maps a field to another tensor
+// than the hint assumed. The caller decodes that record again with its keys
+// resolved first; the bytes already written to its row are overwritten.
+struct KeyHintMiss {};
+
+// Consumes exactly `record_size` bytes of `stream`, writing each field of
+// `layout` (found under `keys[i]`) into row `row`. With `hinted` set, a key
+// that turns out wrong raises KeyHintMiss; otherwise the keys are the
+// record's own and a disagreement is a schema mismatch.
+void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& layout,
+                  const std::vector<std::string>& keys, bool hinted, size_t row,
+                  RecordScratch* scratch);
+
+// Reads a whole in-memory record's header and descriptor.
+void DescribeRecord(const uint8_t* record, uint64_t size, RecordScratch* scratch);
+
+// The tensor key of each field of `layout`, from an in-memory record.
+std::vector<std::string> ResolveKeys(const uint8_t* record, uint64_t size,
+                                     const BatchLayout& layout, RecordScratch* scratch);
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_RECORD_DECODER_H_

@@ -1,0 +1,72 @@
+#include "riegeli_chunk.h"
+
+#include <algorithm>
+#include <string>
+
+#include "byte_io.h"
+#include "reader_error.h"
+#include "riegeli_hash.h"
+
+namespace sdsl {
+namespace {
+
+std::string At(uint64_t pos) { return "chunk at offset " + std::to_string(pos); }
+
+ChunkHeader ParseHeader(const FileWindow& window, uint64_t begin, uint64_t* data_begin) {
+  Pieces pieces;
+  LogicalRange(window, begin, kChunkHeaderSize, /*verify=*/true, "chunk header", &pieces,
+               data_begin);
+  uint8_t bytes[kChunkHeaderSize];
+  CopyFromPieces(pieces, 0, kChunkHeaderSize, bytes);
+  if (RiegeliHash(bytes + 8, kChunkHeaderSize - 8) != LoadLE64(bytes)) {
+    Corrupt(At(begin) + " has a header that fails its hash check");
+  }
+  ChunkHeader header;
+  header.data_size = LoadLE64(bytes + 8);
+  header.data_hash = LoadLE64(bytes + 16);
+  const uint64_t type_and_count = LoadLE64(bytes + 24);
+  header.type = static_cast<uint8_t>(type_and_count & 0xff);
+  header.num_records = type_and_count >> 8;
+  header.decoded_data_size = LoadLE64(bytes + 32);
+  return header;
+}
+
+}  // namespace
+
+ChunkHeader ReadChunkHeader(const FileWindow& window, uint64_t begin) {
+  uint64_t data_begin;
+  return ParseHeader(window, begin, &data_begin);
+}
+
+void ReadChunk(const FileWindow& window, uint64_t begin, uint64_t limit, bool verify_data,
+               Chunk* chunk) {
+  chunk->begin = begin;
+  uint64_t data_begin;
+  chunk->header = ParseHeader(window, begin, &data_begin);
+  const ChunkHeader& header = chunk->header;
+  // The size is hashed, but a header hash is only 64 bits of assurance and the
+  // size decides how far we read: bound it by the room the chunk has.
+  uint64_t header_and_data, data_end;
+  if (!CheckedAdd(kChunkHeaderSize, header.data_size, &header_and_data) ||
+      !AddWithOverhead(begin, header_and_data, &data_end) || data_end > limit) {
+    Corrupt(At(begin) + " declares " + std::to_string(header.data_size) +
+            " data bytes, more than fit before offset " + std::to_string(limit));
+  }
+  uint64_t record_end;
+  if (!CheckedAdd(begin, header.num_records, &record_end)) {
+    Corrupt(At(begin) + " declares an impossible record count");
+  }
+  chunk->end = std::max(data_end, RoundUpToPossibleChunkBoundary(record_end));
+  if (chunk->end > limit) {
+    Corrupt(At(begin) + " declares " + std::to_string(header.num_records) +
+            " records, more than fit before offset " + std::to_string(limit));
+  }
+  uint64_t next;
+  LogicalRange(window, data_begin, header.data_size, verify_data, "chunk data",
+               &chunk->data, &next);
+  if (verify_data && RiegeliHash(chunk->data) != header.data_hash) {
+    Corrupt(At(begin) + " has data that fails its hash check");
+  }
+}
+
+}  // namespace sdsl

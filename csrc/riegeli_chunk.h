@@ -1,0 +1,48 @@
+// One Riegeli chunk located in a file window: its header checked, its data
+// gathered as pieces around any block headers, its data hash verified.
+#ifndef SDS_LOADER_RIEGELI_CHUNK_H_
+#define SDS_LOADER_RIEGELI_CHUNK_H_
+
+#include <cstdint>
+
+#include "byte_span.h"
+#include "riegeli_layout.h"
+
+namespace sdsl {
+
+enum ChunkType : uint8_t {
+  kSignatureChunk = 's',
+  kMetadataChunk = 'm',
+  kPaddingChunk = 'p',
+  kSimpleChunk = 'r',
+  kTransposedChunk = 't',
+};
+
+struct ChunkHeader {
+  uint64_t data_size = 0;
+  uint64_t data_hash = 0;
+  uint8_t type = 0;
+  uint64_t num_records = 0;
+  uint64_t decoded_data_size = 0;
+};
+
+struct Chunk {
+  uint64_t begin = 0;
+  uint64_t end = 0;  // where the next chunk may begin
+  ChunkHeader header;
+  Pieces data;
+};
+
+// Reads the chunk that begins at `begin`. `limit` is the first position the
+// chunk may not reach (the next chunk, or the footer). Hashes of the chunk
+// header and of every block header are always checked, since a wrong size
+// would misdirect every read after it; the data hash only when `verify_data`.
+void ReadChunk(const FileWindow& window, uint64_t begin, uint64_t limit, bool verify_data,
+               Chunk* chunk);
+
+// Reads only the 40-byte header of the chunk at `begin` (checked).
+ChunkHeader ReadChunkHeader(const FileWindow& window, uint64_t begin);
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_RIEGELI_CHUNK_H_

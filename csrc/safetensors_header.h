@@ -1,0 +1,58 @@
+// A record's SafeTensors header and signal_dataset descriptor, parsed with a
+// real JSON parser and checked before any tensor byte is trusted.
+#ifndef SDS_LOADER_SAFETENSORS_HEADER_H_
+#define SDS_LOADER_SAFETENSORS_HEADER_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sdsl {
+
+constexpr const char* kDescriptorTensor = "__sds_descriptor__";
+// safetensors' own limit for its header.
+constexpr uint64_t kMaxHeaderBytes = 100 * 1024 * 1024;
+
+struct TensorEntry {
+  std::string key;
+  std::string dtype;
+  std::vector<uint64_t> shape;
+  uint64_t begin = 0;  // relative to the end of the header
+  uint64_t end = 0;
+};
+
+struct SafeTensorsHeader {
+  std::vector<TensorEntry> tensors;  // sorted by begin
+  const TensorEntry* Find(const std::string& key) const;
+};
+
+// Item size of a SafeTensors dtype name, or 0 when this reader does not know it.
+uint64_t DtypeItemSize(const std::string& dtype);
+
+// `data_size` is the record's size after the header. Checks: a JSON object,
+// no duplicate keys, known dtypes, shape x itemsize equal to the byte range,
+// every range inside the record, no two ranges overlapping.
+void ParseSafeTensorsHeader(const uint8_t* json, uint64_t size, uint64_t data_size,
+                            SafeTensorsHeader* out);
+
+struct Descriptor {
+  std::vector<std::pair<std::string, std::string>> fields;  // field name -> tensor key
+  nlohmann::json metadata;                                  // the "metadata" object
+  const std::string* TensorOf(const std::string& field) const;
+};
+
+void ParseDescriptor(const uint8_t* json, uint64_t size, Descriptor* out);
+
+// A metadata target's value: kind 'i' (int64) or 'f' (float64), as asked.
+// Throws kTarget when `key` is missing or not a scalar number or bool.
+struct TargetValue {
+  int64_t as_int = 0;
+  double as_float = 0;
+};
+TargetValue MetadataTarget(const nlohmann::json& metadata, const std::string& key, char kind);
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_SAFETENSORS_HEADER_H_
