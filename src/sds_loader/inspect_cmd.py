@@ -101,15 +101,17 @@ def notes(shards: list[dict[str, Any]]) -> list[str]:
         saved = 1 - encoded / decoded if decoded else 0.0
         kinds = "/".join(sorted({s["compression"] for s in compressed}))
         if saved < LITTLE_SAVING:
+            on_disk = sum(s["file_size"] for s in compressed)
             found.append(
                 f"Compression saves little here: {len(compressed)} {kinds} shard(s) hold "
-                f"{size(decoded)} of records in {size(encoded)} of chunk data, {saved:.0%} "
-                "saved, and every read must decompress them. Float noise barely "
-                "compresses (zstd saves about 8% on it) and a zstd shard reads several "
-                "times slower than an uncompressed one: decompression runs near 0.7 GB/s "
-                "a core, where an uncompressed record is a copy at memory speed. To trade "
-                "that space for read speed, write the shards with "
-                f"{UNCOMPRESSED_OPTIONS}."
+                f"{size(decoded)} of records in {size(encoded)} of chunk data "
+                f"({_percent(saved)} smaller) and {size(on_disk)} on disk "
+                f"({_percent(1 - on_disk / decoded)} smaller), and every read must "
+                "decompress them. Float noise barely compresses (zstd saves about 8% on "
+                "it) and a zstd shard reads several times slower than an uncompressed "
+                "one: decompression runs near 0.7 GB/s a core, where an uncompressed "
+                "record is a copy at memory speed. To trade that space for read speed, "
+                f"write the shards with {UNCOMPRESSED_OPTIONS}."
             )
     grouped = sorted({s["max_records_per_chunk"] for s in shards if s.get("max_records_per_chunk", 1) > 1})
     if grouped:
@@ -157,7 +159,7 @@ def render(report: Mapping[str, Any]) -> str:
         detailed = "compression" in shards[0]
         header = ["shard", "records", "on disk"]
         if detailed:
-            header += ["compression", "group", "chunk data", "decoded", "saved"]
+            header += ["compression", "group", "decoded", "chunk data", "disk saved"]
         rows = []
         for shard in shards:
             row = [_short(os.path.relpath(shard["path"], root)), f"{shard['records']:,}", size(shard["file_size"])]
@@ -167,7 +169,7 @@ def render(report: Mapping[str, Any]) -> str:
         totals = report["totals"]
         total = ["total", f"{totals['records']:,}", size(totals["file_size"])]
         if detailed:
-            total += ["", "", size(totals["encoded_bytes"]), size(totals["decoded_bytes"]), _saved(totals)]
+            total += ["", "", size(totals["decoded_bytes"]), size(totals["encoded_bytes"]), _saved(totals)]
         rows.append(total)
         lines.append(table(header, rows, right=[False, True, True, False, True, True, True, True][: len(header)]))
         if detailed:
@@ -195,17 +197,23 @@ def _detail(shard: Mapping[str, Any]) -> list[str]:
     return [
         shard["compression"],
         str(shard["max_records_per_chunk"]),
-        size(shard["encoded_bytes"]),
         size(shard["decoded_bytes"]),
+        size(shard["encoded_bytes"]),
         _saved(shard),
     ]
 
 
 def _saved(entry: Mapping[str, Any]) -> str:
+    """How much smaller the file is than the records it decodes to (negative: larger)."""
     decoded = entry.get("decoded_bytes") or 0
     if not decoded:
         return "-"
-    return f"{1 - entry['encoded_bytes'] / decoded:.1%}"
+    return _percent(1 - entry["file_size"] / decoded)
+
+
+def _percent(fraction: float) -> str:
+    text = f"{fraction:.1%}"
+    return "0.0%" if text == "-0.0%" else text
 
 
 def run(path: str, *, as_json: bool = False) -> int:

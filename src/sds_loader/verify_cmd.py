@@ -37,8 +37,9 @@ class Problem:
     #: Byte offset in the shard file, or -1 when the file could not be read at all.
     offset: int
     message: str
-    #: Dataset ordinal of `record`, when one names it.
-    ordinal: int | None = None
+    #: Dataset ordinals of the records affected: `record`'s, or every record of
+    #: a failed chunk when the shard's layout says which those are.
+    ordinals: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -84,18 +85,41 @@ def check_shard(shard: ShardFile, verify_shard) -> ShardResult:
     except OSError as exc:
         result.problems.append(Problem(-1, -1, -1, f"cannot read: {exc}"))
         return result
+    layout = _chunk_layout(shard.path) if found else None
     for item in found:
-        record = int(item["record"])
-        result.problems.append(
-            Problem(
-                chunk=int(item["chunk"]),
-                record=record,
-                offset=int(item["offset"]),
-                message=str(item["message"]),
-                ordinal=shard.ordinal(record) if record >= 0 else None,
-            )
+        problem = Problem(
+            chunk=int(item["chunk"]),
+            record=int(item["record"]),
+            offset=int(item["offset"]),
+            message=str(item["message"]),
         )
+        if problem.record >= 0:
+            records = [problem.record]
+        elif problem.chunk >= 0 and layout is not None:
+            group, count = layout
+            records = list(range(problem.chunk * group, min((problem.chunk + 1) * group, count)))
+        else:
+            records = []
+        problem.ordinals = [o for o in map(shard.ordinal, records) if o is not None]
+        result.problems.append(problem)
     return result
+
+
+def _chunk_layout(path: str) -> tuple[int, int] | None:
+    """(records per chunk, records) when every chunk but the last is full, else None.
+
+    ArrayRecord fills each chunk to its group size, so chunk k then holds
+    records k*G to k*G+G-1: a failed chunk hash can be reported as the records
+    (and ordinals) it loses, which is what a user can act on.
+    """
+    try:
+        summary = native_tools.function("shard_summary")(path)
+    except Exception:  # noqa: BLE001 - a shard too damaged to summarise keeps chunk numbers only
+        return None
+    group, count, chunks = summary["max_records_per_chunk"], summary["num_records"], summary["num_chunks"]
+    if group < 1 or chunks != -(-count // group):
+        return None
+    return group, count
 
 
 def verify(path: str, *, progress: bool = True) -> Report:
@@ -145,8 +169,11 @@ def _describe(problem: Problem) -> str:
     if problem.chunk >= 0:
         where.append(f"chunk {problem.chunk}")
     if problem.record >= 0:
-        ordinal = f", ordinal {problem.ordinal}" if problem.ordinal is not None else ""
-        where.append(f"record {problem.record}{ordinal}")
+        where.append(f"record {problem.record}")
+    if len(problem.ordinals) == 1:
+        where.append(f"ordinal {problem.ordinals[0]}")
+    elif problem.ordinals:
+        where.append(f"ordinals {problem.ordinals[0]}-{problem.ordinals[-1]}")
     if problem.offset >= 0:
         where.append(f"offset {problem.offset}")
     prefix = (", ".join(where) + ": ") if where else "whole file: "

@@ -39,6 +39,8 @@ VARIANTS: dict[str, str | None] = {
     "zstd": None,
     "uncompressed": "group_size:1,uncompressed",
 }
+#: Variant name -> the compression its writer options produce.
+COMPRESSION = {"zstd": "zstd", "uncompressed": "none"}
 
 
 def cache_dir() -> str:

@@ -127,7 +127,10 @@ def make(
     inputs: str | None = None,
     target: str | None = None,
     variant: str | None = None,
+    compression: str | None = None,
 ) -> Plan:
+    """The plan for one dataset; `compression` is what the caller knows of it
+    (the built-in dataset's writer options), used when the extension cannot tell."""
     dataset = sds.open(uri)
     inputs, target = choose_fields(dataset, inputs, target)
     count = batches if batches is not None else default_batch_count(len(dataset), batch_size)
@@ -144,6 +147,6 @@ def make(
         plan.shards = shard_files(dataset)
     except ShardsUnavailable as exc:
         plan.shards_unavailable = str(exc)
-    plan.compression = compression_of(plan.touched()) if plan.shards else None
+    plan.compression = (compression_of(plan.touched()) if plan.shards else None) or compression
     plan.variant = variant or variant_name(plan.compression)
     return plan

@@ -90,6 +90,7 @@ def plans_for(config: BenchConfig) -> dict[str, Plan]:
         variant: planning.make(
             root, batch_size=config.batch_size, batches=config.batches,
             inputs=config.inputs, target=config.target, variant=variant,
+            compression=builtin.COMPRESSION[variant],
         )
         for variant, root in roots.items()
     }
