@@ -1,0 +1,219 @@
+"""Train a small modulation classifier on an SDS dataset through SDSTorchDataset.
+
+Writes a labeled dataset of synthetic captures (BPSK, QPSK, 16-QAM and
+tone-modulated FM, each with a random phase, a small frequency offset and
+white noise at a random SNR) with signal_dataset, then trains a 1-D CNN on it
+through a DataLoader for a few epochs, printing loss and accuracy per epoch.
+
+    python examples/train_classifier.py --records 4096 --epochs 5 --num-workers 2
+
+The loader is the one a real training script would use: batches are read in
+one native call each and handed on by `sds_loader.torch.collate` without a
+copy; with CUDA, batches are allocated page-locked so the DataLoader's pin step
+has nothing left to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import signal_dataset as sds
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, random_split
+
+from sds_loader.torch import SDSTorchDataset, collate
+
+MODULATIONS = ("bpsk", "qpsk", "16qam", "fm")
+SAMPLES_PER_SYMBOL = 8
+
+
+# -- the dataset ----------------------------------------------------------------
+
+
+def synthesize(label: int, length: int, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+    """One capture of modulation `label`, unit signal power plus noise; returns it and its SNR."""
+    symbols = -(-length // SAMPLES_PER_SYMBOL)
+    name = MODULATIONS[label]
+    if name == "bpsk":
+        points = rng.choice([-1.0, 1.0], symbols).astype(np.complex128)
+    elif name == "qpsk":
+        points = np.exp(1j * (np.pi / 4 + np.pi / 2 * rng.integers(0, 4, symbols)))
+    elif name == "16qam":
+        levels = np.array([-3.0, -1.0, 1.0, 3.0])
+        points = (rng.choice(levels, symbols) + 1j * rng.choice(levels, symbols)) / np.sqrt(10)
+    else:  # FM by a tone: constant envelope, phase follows the integral of a sine
+        t = np.arange(length)
+        tone = rng.uniform(0.005, 0.02)
+        deviation = rng.uniform(0.05, 0.15)
+        signal = np.exp(1j * 2 * np.pi * deviation * np.cumsum(np.sin(2 * np.pi * tone * t)))
+    if name != "fm":
+        signal = np.repeat(points, SAMPLES_PER_SYMBOL)[:length]
+        signal = np.convolve(signal, np.ones(3) / 3, mode="same")  # soften symbol edges
+        signal /= np.sqrt(np.mean(np.abs(signal) ** 2))
+    offset = rng.uniform(-0.01, 0.01)
+    signal = signal * np.exp(1j * (2 * np.pi * offset * np.arange(length) + rng.uniform(0, 2 * np.pi)))
+    snr_db = float(rng.uniform(0.0, 20.0))
+    noise_power = 10 ** (-snr_db / 10)
+    noise = np.sqrt(noise_power / 2) * (rng.standard_normal(length) + 1j * rng.standard_normal(length))
+    return (signal + noise).astype(np.complex64), snr_db
+
+
+def make_record(ordinal: int, length: int, seed: int) -> sds.Record:
+    rng = np.random.default_rng([seed, ordinal])
+    label = int(rng.integers(0, len(MODULATIONS)))
+    samples, snr_db = synthesize(label, length, rng)
+    return sds.Record(
+        id=f"capture-{ordinal:07d}",
+        fields={"samples": sds.Field(samples, axes=(sds.Axis("time", length),))},
+        metadata={"label": label, "modulation": MODULATIONS[label], "snr_db": snr_db},
+    )
+
+
+def write_captures(root: str, records: int, length: int, seed: int, per_shard: int = 1024) -> None:
+    """Publish `records` synthetic captures at `root`, in shards of `per_shard`."""
+    shards = []
+    for number, start in enumerate(range(0, records, per_shard)):
+        stop = min(start + per_shard, records)
+        shards.append(
+            sds.write_shard(
+                (make_record(i, length, seed) for i in range(start, stop)),
+                root,
+                work_id=f"{number:06d}",
+            )
+        )
+    sds.publish(root, shards, dataset_id="synthetic-modulations", snapshot_id="v1")
+
+
+# -- the model ------------------------------------------------------------------
+
+
+class Classifier(nn.Module):
+    """Conv1d stack over I and Q as two channels, pooled over time."""
+
+    def __init__(self, classes: int = len(MODULATIONS)) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv1d(2, 32, kernel_size=7, padding=3),
+            nn.ReLU(),
+            nn.MaxPool1d(2),
+            nn.Conv1d(32, 32, kernel_size=5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool1d(2),
+            nn.Conv1d(32, 32, kernel_size=3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool1d(1),
+        )
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, samples: torch.Tensor) -> torch.Tensor:
+        # complex (B, T) -> real (B, 2, T)
+        x = torch.view_as_real(samples).transpose(1, 2)
+        return self.head(self.features(x).flatten(1))
+
+
+# -- training -------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=4096, help="captures to write (default 4096)")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--root", help="dataset directory; written if it holds no dataset yet "
+                        "(default: a temporary directory)")
+    parser.add_argument("--num-workers", type=int, default=0, help="DataLoader workers")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--length", type=int, default=256, help="samples per capture")
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> list[dict[str, float]]:
+    """Train, print one line per epoch, and return those numbers per epoch."""
+    args = parse_args(argv)
+    torch.manual_seed(args.seed)
+    with tempfile.TemporaryDirectory(prefix="sds-captures-") as scratch:
+        root = args.root or os.path.join(scratch, "captures")
+        if not os.path.exists(os.path.join(root, "objects")):
+            started = time.perf_counter()
+            write_captures(root, args.records, args.length, args.seed)
+            print(f"wrote {args.records} captures to {root} in {time.perf_counter() - started:.1f} s")
+        return train(root, args)
+
+
+def train(root: str, args: argparse.Namespace) -> list[dict[str, float]]:
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    pin = device.type == "cuda"
+    dataset = SDSTorchDataset(root, pin_memory=pin)
+    held_out = max(1, len(dataset) // 5)
+    train_set, val_set = random_split(
+        dataset, [len(dataset) - held_out, held_out], generator=torch.Generator().manual_seed(args.seed)
+    )
+    common = dict(
+        batch_size=args.batch_size,
+        num_workers=args.num_workers,
+        collate_fn=collate,
+        pin_memory=pin,
+        persistent_workers=args.num_workers > 0,
+    )
+    train_loader = DataLoader(
+        train_set, shuffle=True, generator=torch.Generator().manual_seed(args.seed + 1), **common
+    )
+    val_loader = DataLoader(val_set, **common)
+
+    model = Classifier().to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    loss_fn = nn.CrossEntropyLoss()
+    history: list[dict[str, float]] = []
+    for epoch in range(1, args.epochs + 1):
+        started = time.perf_counter()
+        model.train()
+        total_loss, correct, seen = 0.0, 0, 0
+        for batch in train_loader:
+            inputs = batch["inputs"].to(device, non_blocking=True)
+            target = batch["target"].to(device, non_blocking=True)
+            logits = model(inputs)
+            loss = loss_fn(logits, target)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total_loss += loss.item() * target.shape[0]
+            correct += int((logits.argmax(1) == target).sum())
+            seen += target.shape[0]
+        val_accuracy = evaluate(model, val_loader, device)
+        elapsed = time.perf_counter() - started
+        row = {
+            "epoch": epoch,
+            "loss": total_loss / seen,
+            "accuracy": correct / seen,
+            "val_accuracy": val_accuracy,
+            "records_per_s": (seen + held_out) / elapsed,
+        }
+        history.append(row)
+        print(
+            f"epoch {epoch}/{args.epochs}  loss {row['loss']:.4f}  accuracy {row['accuracy']:.3f}  "
+            f"val_accuracy {row['val_accuracy']:.3f}  ({row['records_per_s']:.0f} records/s)",
+            flush=True,
+        )
+    return history
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, loader: DataLoader, device: torch.device) -> float:
+    model.eval()
+    correct = seen = 0
+    for batch in loader:
+        target = batch["target"].to(device)
+        correct += int((model(batch["inputs"].to(device)).argmax(1) == target).sum())
+        seen += target.shape[0]
+    return correct / seen
+
+
+if __name__ == "__main__":
+    main()
