@@ -31,7 +31,12 @@ uint64_t ReadHeader(ValueStream& stream, uint64_t record_size, RecordScratch* sc
   scratch->header.resize(static_cast<size_t>(header_size));
   stream.Read(scratch->header.data(), header_size);
   const uint64_t data_size = record_size - 8 - header_size;
-  ParseSafeTensorsHeader(scratch->header.data(), header_size, data_size, &scratch->parsed);
+  if (scratch->parsed_data_size != data_size || scratch->parsed_from != scratch->header) {
+    scratch->parsed_from.clear();  // a parse that throws leaves no stale cache
+    ParseSafeTensorsHeader(scratch->header.data(), header_size, data_size, &scratch->parsed);
+    scratch->parsed_from = scratch->header;
+    scratch->parsed_data_size = data_size;
+  }
   const TensorEntry* descriptor = scratch->parsed.Find(kDescriptorTensor);
   if (descriptor == nullptr || descriptor->dtype != "U8" || descriptor->shape.size() != 1) {
     Corrupt("record lacks a one-dimensional U8 descriptor tensor");

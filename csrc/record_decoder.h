@@ -35,6 +35,10 @@ struct BatchLayout {
 
 struct RecordScratch {
   std::vector<uint8_t> header;
+  // Records of one dataset usually share a header byte for byte; the last
+  // one parsed is kept so that an identical header is not parsed again.
+  std::vector<uint8_t> parsed_from;
+  uint64_t parsed_data_size = 0;
   std::vector<uint8_t> descriptor;
   SafeTensorsHeader parsed;
   Descriptor described;
