@@ -467,26 +467,35 @@ def test_few_open_files_over_many_shards(paged_dataset):
 # -- the field -> tensor mapping comes from each record's descriptor ----------
 
 
-def shifting_fields(ordinal: int) -> sds.Record:
+def shifting_fields(same_layout: bool):
     """Even records carry fields a and b, odd ones b and z: `b` is stored as
-    tensor_000001 in the first and tensor_000000 in the second."""
-    rng = np.random.default_rng(5000 + ordinal)
-    b = field(rng.standard_normal((2, 3)).astype(np.float32))
-    if ordinal % 2 == 0:
-        fields = {"a": field(rng.integers(0, 9, size=4, dtype=np.int8)), "b": b}
-    else:
-        fields = {"b": b, "z": field(rng.integers(0, 9, size=4, dtype=np.int8))}
-    return sds.Record(id=f"shift-{ordinal}", fields=fields)
+    tensor_000001 in the first and tensor_000000 in the second. With
+    `same_layout` the neighbours of `b` share its dtype and shape, so only the
+    descriptor tells the tensors apart."""
+
+    def make(ordinal: int) -> sds.Record:
+        rng = np.random.default_rng(5000 + ordinal)
+        b = field(rng.standard_normal((2, 3)).astype(np.float32))
+        if same_layout:
+            other = field(rng.standard_normal((2, 3)).astype(np.float32))
+        else:
+            other = field(rng.integers(0, 9, size=4, dtype=np.int8))
+        fields = {"a": other, "b": b} if ordinal % 2 == 0 else {"b": b, "z": other}
+        return sds.Record(id=f"shift-{ordinal}", fields=fields)
+
+    return make
 
 
-@pytest.fixture(scope="module")
-def shifting_dataset(tmp_path_factory) -> str:
+@pytest.fixture(scope="module", params=[False, True], ids=["other-layouts", "same-layouts"])
+def shifting_dataset(request, tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("shifting")
-    write_dataset(root, 6, shifting_fields, records_per_shard=4)
+    write_dataset(root, 6, shifting_fields(request.param), records_per_shard=4)
     return os.fspath(root)
 
 
-@pytest.mark.parametrize("indices", [[0, 1, 2, 3, 4, 5], [1, 0], [5, 3, 1, 4]])
+@pytest.mark.parametrize(
+    "indices", [[0, 1, 2, 3, 4, 5], [1, 0], [0, 1, 2], [5, 3, 1, 4], [2, 2, 1, 1, 0]], ids=str
+)
 def test_common_field_of_records_with_different_field_sets(shifting_dataset, indices):
     reader = sds_loader.BatchReader(shifting_dataset, fields=("b",))
     assert_batch(shifting_dataset, reader.read(indices), indices, ("b",))
