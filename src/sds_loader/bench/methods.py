@@ -9,6 +9,10 @@ own loader starts from, before any decoding), BatchReader, and the DataLoader
 adapter built on it. Every runner produces what a training step consumes (a
 batch of the inputs field and its target), except array_record's, which stops
 at bytes and says so.
+
+Each runner keeps its last batch alive (`held`) until the next one is made,
+as a training loop does while it steps on it: a reader that reuses freed
+buffers must not look faster here than it will be in training.
 """
 
 from __future__ import annotations
@@ -57,16 +61,16 @@ class _LoaderRunner(Runner):
     def __init__(self, loader, sampler: _Batches) -> None:
         self.loader = loader
         self.sampler = sampler
+        self.held = None
 
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
         self.sampler.current = [batch.tolist() for batch in batches]
-        for batch, indices in zip(self.loader, self.sampler.current, strict=True):
-            del batch
+        for self.held, indices in zip(self.loader, self.sampler.current, strict=True):
             yield len(indices)
 
     def close(self) -> None:
         # Drops the persistent workers' iterator, which shuts the workers down.
-        self.loader = None
+        self.loader = self.held = None
         gc.collect()
 
 
@@ -150,7 +154,7 @@ class _GetItems(Runner):
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
         for batch in batches:
             records = self.dataset.__getitems__(batch.tolist())
-            self.collate([self._item(record) for record in records])
+            self.held = self.collate([self._item(record) for record in records])
             yield batch.size
 
 
@@ -175,8 +179,10 @@ class _ArrayRecord(Runner):
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
         for batch in batches:
             files, locals_ = self.table.locate(batch)
-            for file in np.unique(files).tolist():
+            self.held = [
                 self.readers[file].read(locals_[files == file].tolist())
+                for file in np.unique(files).tolist()
+            ]
             yield batch.size
 
     def note(self) -> str:
@@ -203,7 +209,7 @@ class _BatchReader(Runner):
 
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
         for batch in batches:
-            self.reader.read(batch)
+            self.held = self.reader.read(batch)
             yield batch.size
 
     def note(self) -> str:

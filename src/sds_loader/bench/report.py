@@ -136,6 +136,7 @@ def chart(path: str, rows: Sequence[Row], plans: Mapping[str, Plan]) -> str | No
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter
     except ImportError as exc:
         return f"no chart: matplotlib is not installed ({exc}); pip install 'sds-loader[bench]'"
     variants = list(plans)
@@ -154,8 +155,13 @@ def chart(path: str, rows: Sequence[Row], plans: Mapping[str, Plan]) -> str | No
             label = rate(speed) if row.records_per_s else row.status
             axis.text(speed + top * 0.01, position, label, va="center", fontsize=7)
         axis.set_xlim(0, top * 1.18)
+        axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
         axis.set_title(f"{variant}: records/s (higher is better)", fontsize=9)
-    figure.tight_layout()
+    figure.text(
+        0.01, 0.005, "orange: without sds-loader   blue: sds-loader   grey: bounds (one core)",
+        fontsize=7, color="#555555",
+    )
+    figure.tight_layout(rect=(0, 0.02, 1, 1))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     figure.savefig(path, dpi=120)
     plt.close(figure)

@@ -26,6 +26,9 @@ class Skip(Exception):
 class Runner:
     """One way of reading a plan's batches."""
 
+    #: The last batch made, kept alive until the next is (see methods.py).
+    held: object = None
+
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
         raise NotImplementedError
 
