@@ -1,6 +1,7 @@
 #include "array_record_index.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "byte_io.h"
@@ -15,6 +16,14 @@ namespace sdsl {
 namespace {
 
 constexpr uint64_t kPostscriptMagic = 0x71930e704fdae05eULL;
+// Every Riegeli/records file opens with the same 64 bytes: the first block
+// header and the signature chunk.
+constexpr uint8_t kFileSignature[64] = {
+    0x83, 0xaf, 0x70, 0xd1, 0x0d, 0x88, 0x4a, 0x3f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x91, 0xba, 0xc2, 0x3c, 0x92, 0x87, 0xe1, 0xa9,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe1, 0x9f, 0x13, 0xc0, 0xe9, 0xb1, 0xc3, 0x72,
+    0x73, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
 // A footer record is three small varints; anything far larger is corrupt.
 constexpr uint64_t kMaxFooterRecordBytes = 64;
 
@@ -95,6 +104,12 @@ ShardIndex ReadShardIndex(const ShardFile& file) {
     Corrupt("shard is " + std::to_string(size) +
             " bytes, not a whole number of 64 KiB blocks: it is truncated or not an "
             "ArrayRecord file");
+  }
+  uint8_t signature[sizeof(kFileSignature)];
+  file.ReadAt(0, sizeof(signature), signature);
+  if (std::memcmp(signature, kFileSignature, sizeof(signature)) != 0) {
+    Corrupt("file does not begin with the Riegeli/records signature: its first block header "
+            "is damaged, or it is not an ArrayRecord file");
   }
   const uint64_t postscript_begin = size - kBlockSize;
   std::vector<uint8_t> buffer(static_cast<size_t>(kBlockSize));
