@@ -245,3 +245,19 @@ def test_pinned_batches_leave_the_pin_step_nothing_to_copy(root: str) -> None:
     for number, got in enumerate(loader):
         assert all(t.is_pinned() for t in got.values())
         assert_equal_batches(got, expected(root, list(range(number * 8, number * 8 + 8))))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_cannot_write_into_the_parents_blocks() -> None:
+    import os
+
+    pool = PagePool()
+    tensor, array = pool.new((4096,), np.dtype(np.uint8))
+    array[:] = 7
+    pid = os.fork()
+    if pid == 0:  # child: scribble over the inherited block, then leave at once
+        array[:] = 9
+        os._exit(0 if int(array[0]) == 9 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert int(tensor.min()) == int(tensor.max()) == 7

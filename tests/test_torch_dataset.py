@@ -151,6 +151,15 @@ def test_getitems_is_one_read_of_the_whole_batch(root: str) -> None:
         batch[len(indices)]
 
 
+def test_getitems_takes_index_arrays_and_tensors(root: str) -> None:
+    dataset = SDSTorchDataset(root)
+    expected = collate(dataset.__getitems__([7, 3, 3]))
+    for indices in (np.array([7, 3, 3]), torch.tensor([7, 3, 3]), (7, 3, -37)):
+        batch = dataset.__getitems__(indices)
+        assert len(batch) == 3
+        assert_same_batch(collate(batch), expected)
+
+
 def test_grain_batched_read_is_the_same_method(root: str) -> None:
     dataset = SDSTorchDataset(root)
     assert SDSTorchDataset._getitems is SDSTorchDataset.__getitems__

@@ -241,12 +241,14 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
 
     def __getitems__(self, indices: Sequence[int]) -> Batch:
         """Read the whole batch in one native call into its final tensors."""
+        if isinstance(indices, _torch.Tensor):
+            indices = indices.numpy()
         local = self._open()
         reader = local.reader
         by_source = read_tensors(lambda allocate: reader.read(indices, allocator=allocate), local.source)
         tensors = {key: by_source[name] for key, name in self._fields.items()}
         tensors.update({key: by_source[name] for key, name in self._targets.items()})
-        return Batch(tensors, len(indices))
+        return Batch(tensors, next(iter(tensors.values())).shape[0])
 
     #: Grain's batched-read hook for random-access sources is spelled ``_getitems``.
     _getitems = __getitems__

@@ -150,7 +150,7 @@ class PagePool(BufferSource):
                 return block
             free.append(block)
         self.blocks_made += 1
-        return np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8)
+        return np.frombuffer(_anonymous_map(size), dtype=np.uint8)
 
     def _release(self, block: np.ndarray) -> None:
         self._free.append(block)
@@ -161,6 +161,14 @@ class PagePool(BufferSource):
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__init__(int(state["max_free"]))  # type: ignore[misc]
+
+
+def _anonymous_map(size: int) -> mmap.mmap:
+    """Zeroed, page-aligned private memory; a forked child gets its own copy on write."""
+    private = getattr(mmap, "MAP_PRIVATE", None)
+    if private is None:  # Windows: anonymous maps are process-private already
+        return mmap.mmap(-1, size)
+    return mmap.mmap(-1, size, flags=private | getattr(mmap, "MAP_ANONYMOUS", 0))
 
 
 def _give_back(pool_ref: weakref.ref[PagePool], block: np.ndarray) -> None:
