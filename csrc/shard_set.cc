@@ -159,7 +159,6 @@ void ShardSet::ReadRun(const Run& run, const BatchLayout& layout, const int64_t*
     const FileWindow window{scratch->file_bytes.data(), run.begin, run.end - run.begin};
     std::vector<std::string> keys;
     for (const FieldSlot& slot : layout.fields) keys.push_back(slot.key_hint);
-    bool hinted = true;
     Chunk chunk;
     SimpleChunk parsed;
     Pieces decoded;
@@ -192,7 +191,7 @@ void ShardSet::ReadRun(const Run& run, const BatchLayout& layout, const int64_t*
         const uint64_t size = parsed.sizes[record.index_in_chunk];
         stream->Skip(begin - stream_position);
         try {
-          DecodeRecord(*stream, size, layout, keys, hinted, record.positions[0],
+          DecodeRecord(*stream, size, layout, keys, /*hinted=*/true, record.positions[0],
                        &scratch->record_scratch);
         } catch (const KeyHintMiss&) {
           // The descriptor maps fields to other tensors than assumed: read
@@ -201,8 +200,8 @@ void ShardSet::ReadRun(const Run& run, const BatchLayout& layout, const int64_t*
           stream->Skip(begin);
           scratch->record.resize(static_cast<size_t>(size));
           stream->Read(scratch->record.data(), size);
+          // The resolved keys become the hints for the records after this one.
           keys = ResolveKeys(scratch->record.data(), size, layout, &scratch->record_scratch);
-          hinted = false;
           Pieces whole;
           whole.Append(scratch->record.data(), static_cast<size_t>(size));
           PiecesStream again(whole);
