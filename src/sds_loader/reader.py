@@ -166,7 +166,10 @@ class BatchReader:
         ordinal = normalize_one(index, len(self))
         schema = self._probe(ordinal)
         arrays = allocate(schema, 1)
-        self._read_into(np.asarray([ordinal], dtype=np.int64), schema, arrays)
+        try:
+            self._read_into(np.asarray([ordinal], dtype=np.int64), schema, arrays)
+        except SchemaMismatch as mismatch:
+            raise MixedShapesError(f"{mismatch}; probed layout {schema.describe()}") from None
         return {name: array[0] for name, array in arrays.items()}
 
     def read(
@@ -202,7 +205,12 @@ class BatchReader:
                 arrays = adopt(out, schema, ordinals.size)
             else:
                 arrays = allocate(schema, ordinals.size, allocator)
-            self._read_into(ordinals, schema, arrays)
+            try:
+                self._read_into(ordinals, schema, arrays)
+            except SchemaMismatch as again:
+                # Every record agreed when probed one by one, yet not when read
+                # together: report it as the layout problem it is.
+                raise MixedShapesError(f"{again}; batch layout {schema.describe()}") from None
         self._schema = schema
         self.stats.batches += 1
         return arrays
