@@ -8,6 +8,7 @@ reported, and that corruption is found and named.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -170,7 +171,8 @@ def test_verify_clean_dataset_exits_0(capsys, zstd_root):
     report = json.loads(run_cli(capsys, "verify", zstd_root, "--json", "--no-progress")[1])
     assert report["clean"] is True
     assert report["records_checked"] == RECORDS
-    assert report["shards_checked"] == RECORDS // PER_SHARD
+    # Data and metadata shards both.
+    assert report["shards_checked"] == 2 * (RECORDS // PER_SHARD)
 
 
 def _copy(root: str, tmp_path) -> str:
@@ -212,6 +214,29 @@ def test_verify_finds_a_flipped_byte_in_chunk_data(capsys, zstd_root, tmp_path):
         for p in bad["problems"]
     ), bad["problems"]
     assert f"ordinal {first + record}" in out
+
+
+@needs_native
+def test_verify_finds_a_flipped_byte_in_a_metadata_shard(capsys, zstd_root, tmp_path):
+    root = _copy(zstd_root, tmp_path)
+    [shard] = [
+        path for path in sorted(glob.glob(os.path.join(root, "objects", "metadata", "*", "*.arrayrecord")))
+        if os.path.basename(path) == os.path.basename(sds_factory.data_shards(root)[0])
+    ]
+    # The first record chunk starts at byte 64 (after the signature chunk);
+    # its 40-byte header is followed by its data.
+    with open(shard, "r+b") as handle:
+        handle.seek(64 + 40 + 16)
+        byte = handle.read(1)
+        handle.seek(64 + 40 + 16)
+        handle.write(bytes([byte[0] ^ 0x40]))
+    code, out, _ = run_cli(capsys, "verify", root, "--no-progress")
+    assert code == 1
+    assert "metadata shard" in out and os.path.basename(shard) in out
+    report = json.loads(run_cli(capsys, "verify", root, "--json", "--no-progress")[1])
+    [bad] = report["corrupt_shards"]
+    assert bad["kind"] == "metadata"
+    assert [p["ordinals"] for p in bad["problems"]] == [[0]]
 
 
 @needs_native

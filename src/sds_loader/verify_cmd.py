@@ -5,6 +5,7 @@ a corrupt record then stops a training job hours in. `verify` walks every data
 shard natively instead: every chunk's hashes (HighwayHash, as Riegeli writes
 them) and every record's SafeTensors header, and names each corrupt shard,
 chunk and record (with its dataset ordinal, the number a user can act on).
+Metadata shards, which hold JSON, are checked too (see verify_metadata).
 Exit status 1 when anything is corrupt, 0 when all is clean, so it can gate a
 pipeline.
 """
@@ -20,7 +21,7 @@ from typing import Any
 import signal_dataset as sds
 from tqdm import tqdm
 
-from sds_loader import native_tools
+from sds_loader import native_tools, verify_metadata
 from sds_loader.dataset_shards import ShardFile, shard_files
 from sds_loader.errors import CorruptShardError
 from sds_loader.textfmt import size
@@ -48,6 +49,8 @@ class ShardResult:
     records: int
     file_size: int
     problems: list[Problem] = field(default_factory=list)
+    #: "data" or "metadata".
+    kind: str = "data"
 
 
 @dataclass
@@ -64,19 +67,19 @@ class Report:
             "root": self.root,
             "clean": not self.corrupt,
             "shards_checked": len(self.shards),
-            "records_checked": sum(shard.records for shard in self.shards),
+            "records_checked": sum(shard.records for shard in self.shards if shard.kind == "data"),
             "bytes_checked": sum(shard.file_size for shard in self.shards),
             "corrupt_shards": [asdict(shard) for shard in self.corrupt],
         }
 
 
-def check_shard(shard: ShardFile, verify_shard) -> ShardResult:
+def check_shard(shard: ShardFile, verify_shard, kind: str = "data") -> ShardResult:
     """One shard's problems; an unreadable file is one problem, not an exception."""
     try:
         file_size = os.path.getsize(shard.path)
     except OSError as exc:
-        return ShardResult(shard.path, shard.records, 0, [Problem(-1, -1, -1, f"cannot read: {exc}")])
-    result = ShardResult(shard.path, shard.records, file_size)
+        return ShardResult(shard.path, shard.records, 0, [Problem(-1, -1, -1, f"cannot read: {exc}")], kind)
+    result = ShardResult(shard.path, shard.records, file_size, kind=kind)
     try:
         found = verify_shard(shard.path)
     except CorruptShardError as exc:
@@ -85,7 +88,7 @@ def check_shard(shard: ShardFile, verify_shard) -> ShardResult:
     except OSError as exc:
         result.problems.append(Problem(-1, -1, -1, f"cannot read: {exc}"))
         return result
-    layout = _chunk_layout(shard.path) if found else None
+    layout = _chunk_layout(shard.path) if found and kind == "data" else None
     for item in found:
         problem = Problem(
             chunk=int(item["chunk"]),
@@ -123,12 +126,13 @@ def _chunk_layout(path: str) -> tuple[int, int] | None:
 
 
 def verify(path: str, *, progress: bool = True) -> Report:
-    """Check every data shard of the dataset at `path`."""
-    verify_shard = native_tools.function("verify_shard")
+    """Check every data and metadata shard of the dataset at `path`."""
+    verify_data = native_tools.function("verify_shard")
     dataset = sds.open(path)
-    shards = shard_files(dataset)
+    work = [(shard, verify_data, "data") for shard in shard_files(dataset)]
+    work += [(shard, verify_metadata.verify_shard, "metadata") for shard in shard_files(dataset, metadata=True)]
     total = 0
-    for shard in shards:
+    for shard, _, _ in work:
         try:
             total += os.path.getsize(shard.path)
         except OSError:
@@ -137,17 +141,18 @@ def verify(path: str, *, progress: bool = True) -> Report:
     with tqdm(
         total=total, unit="B", unit_scale=True, desc="verify", delay=1.0, disable=not progress, file=sys.stderr
     ) as bar:
-        for shard in shards:
-            result = check_shard(shard, verify_shard)
+        for shard, check, kind in work:
+            result = check_shard(shard, check, kind)
             results.append(result)
             bar.update(result.file_size)
     return Report(dataset.root, results)
 
 
 def render(report: Report) -> str:
+    data = [s for s in report.shards if s.kind == "data"]
     checked = (
-        f"{len(report.shards)} data shard(s), "
-        f"{sum(s.records for s in report.shards):,} records, "
+        f"{len(data)} data and {len(report.shards) - len(data)} metadata shard(s), "
+        f"{sum(s.records for s in data):,} records, "
         f"{size(sum(s.file_size for s in report.shards))}"
     )
     corrupt = report.corrupt
@@ -156,7 +161,7 @@ def render(report: Report) -> str:
     lines = [f"CORRUPT: {len(corrupt)} of {checked}"]
     root = report.root.removeprefix("file://")
     for shard in corrupt:
-        lines.append(f"shard {os.path.relpath(shard.path, root)}: {len(shard.problems)} problem(s)")
+        lines.append(f"{shard.kind} shard {os.path.relpath(shard.path, root)}: {len(shard.problems)} problem(s)")
         for problem in shard.problems[:SHOWN_PER_SHARD]:
             lines.append("  " + _describe(problem))
         if len(shard.problems) > SHOWN_PER_SHARD:
