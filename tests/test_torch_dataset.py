@@ -402,6 +402,21 @@ def test_persistent_workers_serve_every_epoch(root: str, context: str) -> None:
     assert len({tuple(order) for order in orders}) == 3
 
 
+def test_collate_behind_subset_and_concat(root: str) -> None:
+    from torch.utils.data import ConcatDataset, Subset
+
+    reference = ReferenceDataset(root)
+    subset = Subset(SDSTorchDataset(root), [30, 2, 17, 5, 9])
+    concat = ConcatDataset([SDSTorchDataset(root), SDSTorchDataset(root)])
+    for dataset, indices in ((subset, [30, 2, 17, 5, 9]), (concat, list(range(35, 40)) + list(range(5)))):
+        expected = list(DataLoader(Subset(reference, indices), batch_size=4))
+        got = list(DataLoader(dataset, batch_size=4, collate_fn=collate,
+                              sampler=range(35, 45) if dataset is concat else None))
+        assert len(got) == len(expected)
+        for ours, theirs in zip(got, expected, strict=True):
+            assert_same_batch(ours, theirs)
+
+
 def test_main_process_loader_reads_each_batch_once(root: str) -> None:
     dataset = SDSTorchDataset(root)
     before = dataset.reader.stats.batches
