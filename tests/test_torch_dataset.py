@@ -417,6 +417,26 @@ def test_collate_behind_subset_and_concat(root: str) -> None:
             assert_same_batch(ours, theirs)
 
 
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_shards_served_by_the_fallback_match_too(tmp_path, num_workers: int) -> None:
+    # The middle shard's transposed chunks go through signal_dataset's reader.
+    root = str(tmp_path / "mixed")
+    write_dataset(root, 30, make_record, records_per_shard=10,
+                  writer_options=[None, "transpose:true", None])
+    (expected,) = reference_batches(root, batch_size=7, seed=2)
+    dataset = SDSTorchDataset(root)
+    loader = DataLoader(dataset, batch_size=7, shuffle=True,
+                        generator=torch.Generator().manual_seed(2), num_workers=num_workers,
+                        collate_fn=collate, multiprocessing_context="fork" if num_workers else None)
+    got = list(loader)
+    for ours, theirs in zip(got, expected, strict=True):
+        assert_same_batch(ours, theirs)
+    if num_workers == 0:
+        stats = dataset.reader.stats
+        assert stats.fallback_records == 10
+        assert stats.native_records == 20 and stats.batches == 5
+
+
 def test_main_process_loader_reads_each_batch_once(root: str) -> None:
     dataset = SDSTorchDataset(root)
     before = dataset.reader.stats.batches
