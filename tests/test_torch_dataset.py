@@ -160,6 +160,15 @@ def test_getitems_takes_index_arrays_and_tensors(root: str) -> None:
         assert_same_batch(collate(batch), expected)
 
 
+def test_batch_pickles_and_checks_its_rows(root: str) -> None:
+    batch = SDSTorchDataset(root).__getitems__([0, 5])
+    assert repr(batch) == "Batch(size=2, inputs=complex64[2, 2, 64], target=int64[2])"
+    copy = pickle.loads(pickle.dumps(batch))
+    assert_same_batch(collate(copy), collate(batch))
+    with pytest.raises(ValueError, match="needs 3 rows"):
+        Batch({"inputs": torch.zeros(2, 4)}, 3)
+
+
 def test_grain_batched_read_is_the_same_method(root: str) -> None:
     dataset = SDSTorchDataset(root)
     assert SDSTorchDataset._getitems is SDSTorchDataset.__getitems__
