@@ -95,7 +95,7 @@ void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& 
     }
   }
   for (const TargetSlot& target : layout.targets) {
-    const TargetValue value = MetadataTarget(scratch->described.metadata, target.key, target.kind);
+    const TargetValue value = MetadataTarget(scratch->described, target.key, target.kind);
     if (target.kind == 'i') {
       std::memcpy(target.base + row * sizeof(int64_t), &value.as_int, sizeof(int64_t));
     } else {
@@ -104,15 +104,17 @@ void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& 
   }
 }
 
-void DescribeRecord(const uint8_t* record, uint64_t size, RecordScratch* scratch) {
+ByteSpan DescribeRecord(const uint8_t* record, uint64_t size, RecordScratch* scratch) {
   Pieces pieces;
   pieces.Append(record, static_cast<size_t>(size));
   PiecesStream stream(pieces);
   ReadHeader(stream, size, scratch);
   const TensorEntry* descriptor = scratch->parsed.Find(kDescriptorTensor);
   const uint64_t data_begin = 8 + scratch->header.size();
-  ParseDescriptor(record + data_begin + descriptor->begin, descriptor->end - descriptor->begin,
-                  &scratch->described);
+  const ByteSpan bytes{record + data_begin + descriptor->begin,
+                       static_cast<size_t>(descriptor->end - descriptor->begin)};
+  ParseDescriptor(bytes.data, bytes.size, &scratch->described);
+  return bytes;
 }
 
 std::vector<std::string> ResolveKeys(const uint8_t* record, uint64_t size,

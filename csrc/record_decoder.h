@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "record_descriptor.h"
 #include "safetensors_header.h"
 #include "value_stream.h"
 
@@ -57,8 +58,9 @@ void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& 
                   const std::vector<std::string>& keys, bool hinted, size_t row,
                   RecordScratch* scratch);
 
-// Reads a whole in-memory record's header and descriptor.
-void DescribeRecord(const uint8_t* record, uint64_t size, RecordScratch* scratch);
+// Reads a whole in-memory record's header and descriptor. Returns where the
+// descriptor's bytes lie in `record`.
+ByteSpan DescribeRecord(const uint8_t* record, uint64_t size, RecordScratch* scratch);
 
 // The tensor key of each field of `layout`, from an in-memory record.
 std::vector<std::string> ResolveKeys(const uint8_t* record, uint64_t size,

@@ -1,7 +1,6 @@
 #include "safetensors_header.h"
 
 #include <algorithm>
-#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -133,76 +132,6 @@ void ParseSafeTensorsHeader(const uint8_t* text, uint64_t size, uint64_t data_si
               out->tensors[i].key + "\" overlap");
     }
   }
-}
-
-const std::string* Descriptor::TensorOf(const std::string& field) const {
-  for (const auto& [name, tensor] : fields) {
-    if (name == field) return &tensor;
-  }
-  return nullptr;
-}
-
-void ParseDescriptor(const uint8_t* text, uint64_t size, Descriptor* out) {
-  out->fields.clear();
-  const json descriptor = ParseStrict(text, size, "record descriptor");
-  if (!descriptor.is_object()) Corrupt("record descriptor is not a JSON object");
-  const auto format = descriptor.find("format");
-  if (format == descriptor.end() || *format != "signal-dataset.record") {
-    Corrupt("record descriptor is not a signal-dataset.record");
-  }
-  const auto fields = descriptor.find("fields");
-  if (fields == descriptor.end() || !fields->is_object()) {
-    Corrupt("record descriptor has no fields object");
-  }
-  for (const auto& [name, spec] : fields->items()) {
-    const auto tensor = spec.is_object() ? spec.find("tensor") : spec.end();
-    if (!spec.is_object() || tensor == spec.end() || !tensor->is_string()) {
-      Corrupt("record descriptor field \"" + name + "\" names no tensor");
-    }
-    out->fields.emplace_back(name, tensor->get<std::string>());
-  }
-  std::sort(out->fields.begin(), out->fields.end());
-  const auto metadata = descriptor.find("metadata");
-  out->metadata = metadata == descriptor.end() ? json::object() : *metadata;
-}
-
-TargetValue MetadataTarget(const json& metadata, const std::string& key, char kind) {
-  const auto found = metadata.is_object() ? metadata.find(key) : metadata.end();
-  if (found == metadata.end()) {
-    Fail(ErrorKind::kTarget, "has no metadata key \"" + key +
-                                 "\"; pass targets= with keys every record carries");
-  }
-  TargetValue value;
-  if (found->is_boolean()) {
-    value.as_int = found->get<bool>() ? 1 : 0;
-    value.as_float = static_cast<double>(value.as_int);
-  } else if (found->is_number_unsigned()) {
-    const uint64_t raw = found->get<uint64_t>();
-    if (kind == 'i' && raw > static_cast<uint64_t>(INT64_MAX)) {
-      Fail(ErrorKind::kTarget, "metadata \"" + key + "\" does not fit in int64");
-    }
-    value.as_int = static_cast<int64_t>(raw);
-    value.as_float = static_cast<double>(raw);
-  } else if (found->is_number_integer()) {
-    value.as_int = found->get<int64_t>();
-    value.as_float = static_cast<double>(value.as_int);
-  } else if (found->is_number_float()) {
-    value.as_float = found->get<double>();
-    if (kind == 'i') {
-      if (!(std::isfinite(value.as_float) && std::trunc(value.as_float) == value.as_float &&
-            std::fabs(value.as_float) < 9.2e18)) {
-        Fail(ErrorKind::kTarget, "metadata \"" + key + "\" is " + found->dump() +
-                                     ", where the batch's first record holds an integer; "
-                                     "write the key with one type throughout");
-      }
-      value.as_int = static_cast<int64_t>(value.as_float);
-    }
-  } else {
-    Fail(ErrorKind::kTarget, "metadata \"" + key + "\" is " + std::string(found->type_name()) +
-                                 " " + found->dump().substr(0, 80) +
-                                 ", not a number or bool; targets must be scalars");
-  }
-  return value;
 }
 
 }  // namespace sdsl

@@ -1,10 +1,9 @@
-// A record's SafeTensors header and signal_dataset descriptor, parsed with a
-// real JSON parser and checked before any tensor byte is trusted.
+// A record's SafeTensors header, parsed with a real JSON parser and checked
+// before any tensor byte is trusted.
 #ifndef SDS_LOADER_SAFETENSORS_HEADER_H_
 #define SDS_LOADER_SAFETENSORS_HEADER_H_
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,22 +35,6 @@ uint64_t DtypeItemSize(const std::string& dtype);
 // every range inside the record, no two ranges overlapping.
 void ParseSafeTensorsHeader(const uint8_t* json, uint64_t size, uint64_t data_size,
                             SafeTensorsHeader* out);
-
-struct Descriptor {
-  std::vector<std::pair<std::string, std::string>> fields;  // field name -> tensor key
-  nlohmann::json metadata;                                  // the "metadata" object
-  const std::string* TensorOf(const std::string& field) const;
-};
-
-void ParseDescriptor(const uint8_t* json, uint64_t size, Descriptor* out);
-
-// A metadata target's value: kind 'i' (int64) or 'f' (float64), as asked.
-// Throws kTarget when `key` is missing or not a scalar number or bool.
-struct TargetValue {
-  int64_t as_int = 0;
-  double as_float = 0;
-};
-TargetValue MetadataTarget(const nlohmann::json& metadata, const std::string& key, char kind);
 
 }  // namespace sdsl
 

@@ -305,13 +305,13 @@ RecordProbe ShardSet::Probe(size_t file, uint64_t local, int64_t ordinal) {
     scratch->record.resize(static_cast<size_t>(size));
     stream->Read(scratch->record.data(), size);
     RecordScratch& described = scratch->record_scratch;
-    DescribeRecord(scratch->record.data(), size, &described);
+    const ByteSpan descriptor = DescribeRecord(scratch->record.data(), size, &described);
     for (const auto& [name, key] : described.described.fields) {
       const TensorEntry* tensor = described.parsed.Find(key);
       if (tensor == nullptr) Corrupt("descriptor names tensor \"" + key + "\", which is absent");
       probe.fields.push_back(RecordProbe::Field{name, key, tensor->dtype, tensor->shape});
     }
-    probe.metadata_json = described.described.metadata.dump();
+    probe.metadata_json = DescriptorMetadataJson(descriptor.data, descriptor.size);
   } catch (const ReaderError& error) {
     throw ReaderError(error.kind(), context + ": " + error.what(), error.os_error());
   }
