@@ -20,9 +20,23 @@ namespace {
 
 using Int64Array = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 
+// Messages quote bytes from the shard (a JSON parser's last token, say), which
+// need not be UTF-8: decode them leniently, or the error becomes a
+// UnicodeDecodeError instead of the one it reports.
+py::str Text(const std::string& message) {
+  PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()),
+                                        "backslashreplace");
+  if (text == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(text);
+}
+
+void RaiseAs(PyObject* type, const char* message) {
+  PyErr_SetObject(type, Text(message).ptr());
+}
+
 void RaiseAs(const char* class_name, const char* message) {
   py::object errors = py::module_::import("sds_loader.errors");
-  PyErr_SetString(errors.attr(class_name).ptr(), message);
+  RaiseAs(errors.attr(class_name).ptr(), message);
 }
 
 void TranslateReaderError(std::exception_ptr pointer) {
@@ -40,14 +54,14 @@ void TranslateReaderError(std::exception_ptr pointer) {
         RaiseAs("TargetError", error.what());
         return;
       case ErrorKind::kUnsupported:
-        PyErr_SetString(PyExc_NotImplementedError, error.what());
+        RaiseAs(PyExc_NotImplementedError, error.what());
         return;
       case ErrorKind::kArgument:
-        PyErr_SetString(PyExc_ValueError, error.what());
+        RaiseAs(PyExc_ValueError, error.what());
         return;
       case ErrorKind::kIo: {
         py::object exception = py::reinterpret_steal<py::object>(
-            PyObject_CallFunction(PyExc_OSError, "is", error.os_error(), error.what()));
+            PyObject_CallFunction(PyExc_OSError, "iO", error.os_error(), Text(error.what()).ptr()));
         if (exception) PyErr_SetObject(PyExc_OSError, exception.ptr());
         return;
       }
@@ -196,7 +210,7 @@ PYBIND11_MODULE(_native, m) {
           item["chunk"] = problem.chunk;
           item["record"] = problem.record;
           item["offset"] = problem.offset;
-          item["message"] = problem.message;
+          item["message"] = Text(problem.message);
           out.append(item);
         }
         return out;
