@@ -49,6 +49,15 @@ std::unique_ptr<ValueStream> StreamFor(const SimpleChunk& parsed, Pieces* decode
   return std::make_unique<PiecesStream>(*decoded);
 }
 
+// A record read whole (to learn its keys, or to probe it) is held in memory:
+// refuse a claimed size over the limit before allocating anything for it.
+void CheckMaterializable(uint64_t record_size) {
+  if (record_size > kMaxMaterializedBytes) {
+    Corrupt("record claims " + std::to_string(record_size) + " bytes, more than the " +
+            std::to_string(kMaxMaterializedBytes) + " this reader holds at once");
+  }
+}
+
 }  // namespace
 
 WorkerScratch::WorkerScratch() : zstd(ZSTD_createDCtx()) {
@@ -196,6 +205,7 @@ void ShardSet::ReadRun(const Run& run, const BatchLayout& layout, const int64_t*
         } catch (const KeyHintMiss&) {
           // The descriptor maps fields to other tensors than assumed: read
           // this record whole, learn its keys, and decode it again.
+          CheckMaterializable(size);
           stream = StreamFor(parsed, &decoded, scratch);
           stream->Skip(begin);
           scratch->record.resize(static_cast<size_t>(size));
@@ -300,6 +310,7 @@ RecordProbe ShardSet::Probe(size_t file, uint64_t local, int64_t ordinal) {
     if (in_chunk >= parsed.sizes.size()) Corrupt("chunk holds fewer records than the footer says");
     const uint64_t record_begin = parsed.offsets[in_chunk], size = parsed.sizes[in_chunk];
     Pieces decoded;
+    CheckMaterializable(size);
     std::unique_ptr<ValueStream> stream = StreamFor(parsed, &decoded, scratch.get());
     stream->Skip(record_begin);
     scratch->record.resize(static_cast<size_t>(size));

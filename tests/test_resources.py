@@ -1,0 +1,203 @@
+"""Memory and file descriptors over long runs, and claims of huge sizes.
+
+* Resident memory (/proc/self/statm) and open descriptors (/proc/self/fd)
+  stay flat over 300 batches drawn across 50 shards with max_open_files=4,
+  after a warm-up.
+* A chunk whose hashes are all valid but which claims a decoded record of
+  2**40 bytes (or just over the 2 GiB the core holds at once) is refused as
+  corrupt before anything is allocated for it: peak resident memory does not
+  move. The chunk is built by hand (zstd and snappy framing written from their
+  public formats) and hashed with Debian's libhighwayhash.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import re
+import struct
+from functools import partial
+
+import numpy as np
+import pytest
+import signal_dataset as sds
+from sds_factory import (
+    BLOCK_SIZE,
+    CHUNK_HEADER_SIZE,
+    assert_matches_reference,
+    capture,
+    data_shards,
+    record_chunks,
+    write_dataset,
+)
+
+import sds_loader
+
+pytest.importorskip("sds_loader._native")
+
+if not os.path.exists("/proc/self/statm"):
+    pytest.skip("needs Linux /proc", allow_module_level=True)
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+FIELDS = ("samples",)
+SHARDS = 50
+PER_SHARD = 6
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as file:
+        return int(file.read().split()[1]) * PAGE
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture(scope="module")
+def many_shards(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("many-shards")
+    options = [None, "group_size:1,uncompressed", "group_size:1,snappy", "group_size:4,zstd:3", "group_size:1,brotli:6"]
+    write_dataset(
+        root,
+        SHARDS * PER_SHARD,
+        partial(capture, samples=1024),
+        records_per_shard=PER_SHARD,
+        writer_options=[options[k % len(options)] for k in range(SHARDS)],
+    )
+    return os.fspath(root)
+
+
+def test_memory_and_descriptors_stay_flat(many_shards):
+    reader = sds_loader.BatchReader(many_shards, fields=FIELDS, targets=("label",), threads=2, max_open_files=4)
+    rng = np.random.default_rng(11)
+    total = SHARDS * PER_SHARD
+    out = None
+    first = rng.integers(0, total, size=32)
+    assert_matches_reference(many_shards, reader.read(first), first.tolist(), FIELDS, ("label",))
+    samples = []
+    for batch_number in range(300):
+        indices = rng.integers(0, total, size=32)
+        batch = reader.read(indices, out=out)
+        out = batch  # reuse the buffers, as a training loop would
+        if batch_number == 60:
+            warm_rss, warm_fds = resident_bytes(), open_descriptors()
+        if batch_number % 50 == 49:
+            samples.append((resident_bytes(), open_descriptors()))
+    assert reader.stats.native_records == 301 * 32
+    assert_matches_reference(many_shards, out, indices.tolist(), FIELDS, ("label",))
+    final_rss, final_fds = resident_bytes(), open_descriptors()
+    # At most max_open_files shard descriptors are held, so nothing accumulates.
+    assert final_fds <= warm_fds + 1, (warm_fds, samples, final_fds)
+    assert max(fds for _, fds in samples) <= warm_fds + 1, (warm_fds, samples)
+    # 240 more batches after warm-up: a leak of even one 64 KiB record each
+    # would add 15 MiB.
+    assert final_rss - warm_rss < 8 << 20, (warm_rss, samples, final_rss)
+
+
+# -- a chunk that claims a huge record ----------------------------------------
+
+_KEY = (0x2F696C6567656952, 0x0A7364726F636572, 0x2F696C6567656952, 0x0A7364726F636572)
+
+
+def _highwayhash():
+    name = ctypes.util.find_library("highwayhash") or "libhighwayhash.so.0"
+    try:
+        library = ctypes.CDLL(name)
+    except OSError:
+        pytest.skip("libhighwayhash's shared library is not installed (libhighwayhash-dev)")
+    library.HighwayHash64.restype = ctypes.c_uint64
+    library.HighwayHash64.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p, ctypes.c_uint64]
+    key = (ctypes.c_uint64 * 4)(*_KEY)
+    return lambda data: library.HighwayHash64(key, data, len(data))
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def snappy_literal(payload: bytes, claimed: int | None = None) -> bytes:
+    """A snappy stream of one literal; the preamble may claim another length."""
+    assert 0 < len(payload) <= 60
+    return varint(len(payload) if claimed is None else claimed) + bytes([(len(payload) - 1) << 2]) + payload
+
+
+def zstd_raw(payload: bytes) -> bytes:
+    """A zstd frame of one raw block, with no content size in its header."""
+    header = (1 | (len(payload) << 3)).to_bytes(3, "little")  # last block, raw
+    return struct.pack("<I", 0xFD2FB528) + b"\x00\x00" + header + payload
+
+
+def hostile_chunk_data(compression: str, claim: int, record_start: bytes) -> bytes:
+    sizes = varint(claim)
+    if compression == "snappy":
+        compressed_sizes = varint(len(sizes)) + snappy_literal(sizes)
+        values = varint(claim) + snappy_literal(record_start[:60], claimed=claim)
+        return b"s" + varint(len(compressed_sizes)) + compressed_sizes + values
+    compressed_sizes = varint(len(sizes)) + zstd_raw(sizes)
+    values = varint(claim) + zstd_raw(record_start)
+    return b"z" + varint(len(compressed_sizes)) + compressed_sizes + values
+
+
+def peak_resident_reset() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as file:
+            file.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_resident_bytes() -> int:
+    with open("/proc/self/status") as file:
+        match = re.search(r"^VmHWM:\s+(\d+) kB", file.read(), re.M)
+    return int(match.group(1)) * 1024
+
+
+@pytest.mark.parametrize("claim", [2**40, (3 << 30) + 5, 2**63 - 1], ids=["2^40", "3GiB", "2^63"])
+@pytest.mark.parametrize(
+    "compression,options", [("zstd", None), ("snappy", "group_size:1,snappy")], ids=["zstd", "snappy"]
+)
+@pytest.mark.parametrize("verify", [True, False], ids=["verified", "unverified"])
+def test_huge_decoded_size_is_refused_before_allocating(tmp_path, compression, options, claim, verify):
+    hash64 = _highwayhash()
+    root = tmp_path / "dataset"
+    write_dataset(root, 4, partial(capture, samples=8), writer_options=options)
+    (shard,) = data_shards(root)
+    victim = record_chunks(shard)[1]
+    with open(shard, "rb") as file:
+        data = bytearray(file.read())
+    reference = sds.open(os.fspath(root))
+    record_start = sds.encode(reference[1])[:48] if hasattr(sds, "encode") else b"\x10" + b"\x00" * 7
+    payload = hostile_chunk_data(compression, claim, record_start)
+    header = struct.pack("<QQQQ", len(payload), hash64(payload), ord("r") | (1 << 8), claim)
+    chunk = struct.pack("<Q", hash64(header)) + header + payload
+    end = victim.begin + len(chunk)
+    assert end <= victim.end and end < BLOCK_SIZE, "the crafted chunk must fit where the old one was"
+    assert len(chunk) > CHUNK_HEADER_SIZE
+    data[victim.begin : end] = chunk
+    with open(shard, "wb") as file:
+        file.write(data)
+
+    have_peak = peak_resident_reset()
+    before = peak_resident_bytes() if have_peak else resident_bytes()
+    for read in (
+        lambda: sds_loader.BatchReader(root, fields=FIELDS, verify_checksums=verify).read([1]),
+        lambda: sds_loader.BatchReader(root, fields=FIELDS, verify_checksums=verify)[1],
+        lambda: sds_loader.BatchReader(root, fields=FIELDS, verify_checksums=verify, threads=1).read([0, 1, 2]),
+    ):
+        with pytest.raises(sds_loader.CorruptShardError) as raised:
+            read()
+        message = str(raised.value)
+        assert os.path.basename(shard) in message and re.search(r"\brecord 1\b", message), message
+    after = peak_resident_bytes() if have_peak else resident_bytes()
+    assert after - before < 64 << 20, f"resident memory rose by {(after - before) >> 20} MiB"
+    # The records around it still read.
+    reader = sds_loader.BatchReader(root, fields=FIELDS, verify_checksums=verify)
+    assert_matches_reference(root, reader.read([0, 2, 3]), [0, 2, 3], FIELDS)
