@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <system_error>
 #include <thread>
 
 #include "codecs.h"
@@ -267,7 +268,15 @@ void ShardSet::Read(const int64_t* files, const int64_t* locals, const int64_t* 
   } else {
     std::vector<std::thread> pool;
     pool.reserve(workers - 1);
-    for (size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+    for (size_t w = 1; w < workers; ++w) {
+      // A thread the system refuses (EAGAIN) is one worker fewer, not a
+      // crash: the runs are shared out by next_run, so fewer workers suffice.
+      try {
+        pool.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
     work();
     for (std::thread& thread : pool) thread.join();
   }

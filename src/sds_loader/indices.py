@@ -8,6 +8,9 @@ from collections.abc import Iterable
 import numpy as np
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def normalize(indices: Iterable[int] | np.ndarray, length: int) -> np.ndarray:
     """A 1-D int64 array of ordinals in [0, length), negatives counted from the end.
 
@@ -28,6 +31,9 @@ def normalize(indices: Iterable[int] | np.ndarray, length: int) -> np.ndarray:
                 raise TypeError(
                     f"indices must be integers; got {type(value).__name__} {value!r}"
                 )
+        for value in values:
+            if not _INT64_MIN <= value <= _INT64_MAX:
+                raise IndexError(f"index {int(value)} is out of range for a dataset of {length} records")
         array = np.asarray(values, dtype=np.int64) if values else np.zeros(0, dtype=np.int64)
     if array.ndim != 1:
         raise ValueError(f"indices must be one-dimensional; got shape {array.shape}")
@@ -51,4 +57,6 @@ def normalize(indices: Iterable[int] | np.ndarray, length: int) -> np.ndarray:
 def normalize_one(index: object, length: int) -> int:
     if isinstance(index, bool | np.bool_) or not isinstance(index, numbers.Integral):
         raise TypeError(f"index must be an integer, not {type(index).__name__}")
+    if not _INT64_MIN <= index <= _INT64_MAX:
+        raise IndexError(f"index {int(index)} is out of range for a dataset of {length} records")
     return int(normalize(np.asarray([int(index)], dtype=np.int64), length)[0])

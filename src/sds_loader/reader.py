@@ -19,6 +19,10 @@ from sds_loader.outputs import Allocator, adopt, allocate
 from sds_loader.schema import FieldSpec, Schema, TargetSpec, raise_missing, target_kind
 
 
+#: More threads than this are never started for one read (the native side takes a C int).
+_MAX_THREADS = 1 << 10
+
+
 def default_threads() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
@@ -47,7 +51,8 @@ class _ProcessState:
         self.native = None
         if self.native_reason is None:
             self.table = shard_table(self.dataset)
-            self.native = _native.ShardSet(list(self.table.paths), verify_checksums, max_open_files)
+            # Any count past 2**32 means "no limit"; the native side takes a size_t.
+            self.native = _native.ShardSet(list(self.table.paths), verify_checksums, min(max_open_files, 1 << 32))
 
 
 class BatchReader:
@@ -231,7 +236,7 @@ class BatchReader:
         ]
         target_args = [(target.key, target.kind, arrays[target.key]) for target in schema.targets]
         needs_fallback = state.native.read(
-            files, locals_, ordinals, field_args, target_args, self._threads
+            files, locals_, ordinals, field_args, target_args, min(self._threads, _MAX_THREADS)
         )
         positions = np.flatnonzero(needs_fallback)
         if positions.size:
