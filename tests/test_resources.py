@@ -90,6 +90,8 @@ def test_memory_and_descriptors_stay_flat(many_shards):
     # At most max_open_files shard descriptors are held, so nothing accumulates.
     assert final_fds <= warm_fds + 1, (warm_fds, samples, final_fds)
     assert max(fds for _, fds in samples) <= warm_fds + 1, (warm_fds, samples)
+    if "asan" in os.environ.get("LD_PRELOAD", ""):
+        return  # AddressSanitizer's quarantine holds freed memory on purpose
     # 240 more batches after warm-up: a leak of even one 64 KiB record each
     # would add 15 MiB.
     assert final_rss - warm_rss < 8 << 20, (warm_rss, samples, final_rss)
