@@ -59,7 +59,7 @@ def parser() -> argparse.ArgumentParser:
         help="batches timed per method (default: up to 16, one epoch at most)",
     )
     bench.add_argument("--out", metavar="DIR", default="bench-results", help="where to write results (default ./bench-results)")
-    bench.add_argument("--inputs", metavar="FIELD", help='field to batch (default "samples", else the first field)')
+    bench.add_argument("--inputs", metavar="FIELD", help='field to batch (default "samples", else the largest field)')
     bench.add_argument("--target", metavar="KEY", help='numeric metadata key to batch as target (default "label" if present)')
     bench.add_argument("--no-progress", action="store_true", help="no progress bars")
     # Shrinks the built-in dataset (tests; also $SDS_LOADER_BENCH_RECORDS).

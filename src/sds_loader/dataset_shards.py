@@ -14,7 +14,14 @@ import signal_dataset as sds
 
 
 class ShardsUnavailable(ValueError):
-    """The dataset's shards cannot be listed as local files, with the reason."""
+    """The dataset's shards cannot be listed as local files, with the reason.
+
+    `short` says it in a few words, for a table cell.
+    """
+
+    def __init__(self, message: str, short: str) -> None:
+        super().__init__(message)
+        self.short = short
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,8 @@ def _local(uri: str) -> str:
     if "://" in uri:
         raise ShardsUnavailable(
             f"shard {uri} is remote; inspect and verify read local files, so copy the "
-            "dataset to a local directory first"
+            "dataset to a local directory first",
+            "remote shards",
         )
     return uri
 
@@ -61,7 +69,8 @@ def shard_files(dataset: sds.Dataset, *, metadata: bool = False) -> list[ShardFi
     except ValueError as exc:
         raise ShardsUnavailable(
             "this dataset names its records by explicit indices into another dataset's "
-            f"shards ({exc}); inspect or verify the dataset that stores them instead"
+            f"shards ({exc}); inspect or verify the dataset that stores them instead",
+            "reference dataset: its records index another dataset's shards",
         ) from None
     runs: dict[str, list[Run]] = {}
     sizes: dict[str, int] = {}

@@ -77,12 +77,13 @@ def choose_fields(dataset: sds.Dataset, inputs: str | None, target: str | None) 
     """The field to batch and the metadata key to use as target.
 
     Defaults follow signal_dataset's PyTorch guide ("samples" and "label") and
-    otherwise take the first field and no target, so any dataset can be timed.
+    otherwise take the largest field (the signal, usually) and no target, so
+    any dataset can be timed.
     """
     first = dataset.record_metadata[0]
     names = sorted(first.fields)
     if inputs is None:
-        inputs = "samples" if "samples" in first.fields else names[0]
+        inputs = "samples" if "samples" in first.fields else max(names, key=lambda name: field_bytes(dataset, name))
     elif inputs not in first.fields:
         raise ValueError(f"record 0 has no field {inputs!r}; its fields are {names}. Pass --inputs with one of them.")
     if target is None:
@@ -146,7 +147,7 @@ def make(
     try:
         plan.shards = shard_files(dataset)
     except ShardsUnavailable as exc:
-        plan.shards_unavailable = str(exc)
+        plan.shards_unavailable = exc.short
     plan.compression = (compression_of(plan.touched()) if plan.shards else None) or compression
     plan.variant = variant or variant_name(plan.compression)
     return plan

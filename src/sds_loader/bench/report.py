@@ -45,10 +45,18 @@ def derive(rows: Sequence[Row], plans: Mapping[str, Plan]) -> None:
                 row.pct_of_bound = 100 * speed / bound.records_per_s
 
 
+#: Notes longer than this are cut in the table; bench.json keeps them whole.
+NOTE_WIDTH = 72
+
+
+def _note(text: str) -> str:
+    return text if len(text) <= NOTE_WIDTH else text[: NOTE_WIDTH - 3].rstrip() + "..."
+
+
 def _cells(row: Row) -> list[str]:
     speed = row.records_per_s
     if speed is None:
-        return [row.variant, row.label, "-", "-", "-", "-", row.note or row.status]
+        return [row.variant, row.label, "-", "-", "-", "-", _note(row.note or row.status)]
     return [
         row.variant,
         row.label,
@@ -56,7 +64,7 @@ def _cells(row: Row) -> list[str]:
         rate(row.mb_per_s or 0.0),
         f"{row.x_vs_signal_dataset:.2f}x" if row.x_vs_signal_dataset is not None else "-",
         ("bound" if row.is_bound else f"{row.pct_of_bound:.0f}%") if row.pct_of_bound is not None else "-",
-        row.note,
+        _note(row.note),
     ]
 
 
