@@ -111,6 +111,7 @@ def document(rows: Sequence[Row], plans: Mapping[str, Plan], context: Mapping[st
                 "status": row.status,
                 "records": row.records,
                 "seconds": row.seconds,
+                "passes": row.passes,
                 "records_per_s": row.records_per_s,
                 "mb_per_s": row.mb_per_s,
                 "x_vs_signal_dataset": row.x_vs_signal_dataset,
