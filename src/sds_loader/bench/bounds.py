@@ -91,6 +91,7 @@ class _Decompress(_Bound):
         if reason:
             raise Skip(f"skipped: {reason}")
         super().__init__(plan)
+        self.compression = plan.compression
         self.payloads = native_tools.function("chunk_payloads")
         self.decompress = native_tools.function("bound_decompress")
 
@@ -110,7 +111,7 @@ class _Decompress(_Bound):
         return float(self.decompress(items, repeats))
 
     def note(self) -> str:
-        return "one core, decompression only"
+        return f"one core, {self.compression} decompression only"
 
 
 class _Memcpy(_Bound):

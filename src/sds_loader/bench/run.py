@@ -65,7 +65,7 @@ def method_table(threads: int) -> list[tuple[str, str, Callable[[Plan], Runner]]
         ("sds_getitems", "SDS Dataset.__getitems__ + default_collate", methods.sds_getitems),
         ("array_record_read", "array_record read(indices)", methods.array_record_read),
         ("batchreader_1", "BatchReader.read, 1 thread", methods.batch_reader(1)),
-        ("batchreader_all", f"BatchReader.read, {threads} threads", methods.batch_reader(threads)),
+        ("batchreader_all", f"BatchReader.read, {threads} thread{'s' * (threads != 1)}", methods.batch_reader(threads)),
     ]
     rows += [
         (f"torch_w{workers}", f"SDSTorchDataset + collate, {workers} workers", methods.torch_loader(workers))
