@@ -10,6 +10,7 @@ benchmark row that failed.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from collections.abc import Sequence
@@ -141,6 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (NativeUnavailable, FileNotFoundError, NotADirectoryError, ValueError, sds.SignalDatasetError) as exc:
         print(f"sds-loader {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # Output piped into `head` and the like: stop quietly, as other tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     raise AssertionError(f"unhandled command {args.command!r}")
 
 

@@ -74,6 +74,13 @@ def capture(ordinal: int) -> sds.Record:
     )
 
 
+def describe(variant: str, root: str) -> str:
+    """How a report names one variant of the built-in dataset."""
+    count = len(sds.open(root))
+    options = VARIANTS[variant] or "signal_dataset's default writer options, zstd"
+    return f"the built-in dataset ({count} captures of {CHANNELS}x{SAMPLES} complex64 noise, {options})"
+
+
 def _root(variant: str, count: int) -> str:
     return os.path.join(cache_dir(), f"bench-v{VERSION}-{count}x{CHANNELS}x{SAMPLES}-{variant}")
 

@@ -38,6 +38,8 @@ class Plan:
     shards: list[ShardFile] = field(default_factory=list)
     #: Why shard files could not be listed (a reference dataset), else None.
     shards_unavailable: str | None = None
+    #: How the report names the dataset; its URI unless the caller says better.
+    source: str = ""
 
     @property
     def records(self) -> int:
@@ -129,6 +131,7 @@ def make(
     target: str | None = None,
     variant: str | None = None,
     compression: str | None = None,
+    source: str | None = None,
 ) -> Plan:
     """The plan for one dataset; `compression` is what the caller knows of it
     (the built-in dataset's writer options), used when the extension cannot tell."""
@@ -143,6 +146,7 @@ def make(
         batches=shuffled_batches(len(dataset), batch_size, count),
         record_bytes=field_bytes(dataset, inputs),
         compression=None,
+        source=source or uri,
     )
     try:
         plan.shards = shard_files(dataset)

@@ -79,10 +79,10 @@ def markdown(rows: Sequence[Row]) -> str:
 def legend(plans: Mapping[str, Plan], batch_size: int) -> str:
     parts = []
     for variant, plan in plans.items():
-        target = f", target {plan.target!r}" if plan.target else ""
+        target = f", target {plan.target!r}" if plan.target else ", no target"
         parts.append(
-            f"{variant}: {len(plan.batches)} shuffled batches of {batch_size} from {plan.uri} "
-            f"(field {plan.inputs!r}, {size(plan.record_bytes)} per record{target})"
+            f"{variant}: {plan.source or plan.uri}; {len(plan.batches)} shuffled batches of "
+            f"{batch_size}; field {plan.inputs!r} ({size(plan.record_bytes)} a record){target}"
         )
     return "\n".join(parts)
 

@@ -91,6 +91,7 @@ def plans_for(config: BenchConfig) -> dict[str, Plan]:
             root, batch_size=config.batch_size, batches=config.batches,
             inputs=config.inputs, target=config.target, variant=variant,
             compression=builtin.COMPRESSION[variant],
+            source=builtin.describe(variant, root),
         )
         for variant, root in roots.items()
     }
