@@ -17,6 +17,7 @@ buffers must not look faster here than it will be in training.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 from collections.abc import Iterator, Sequence
@@ -31,6 +32,7 @@ from sds_loader.bench.timing import Runner, Skip
 ARRAY_RECORD_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
 
 
+@functools.cache
 def _torch():
     try:
         import torch
