@@ -472,3 +472,21 @@ def test_pickled_reader_reads_the_same(plain, read_first):
         assert mine[name].tobytes() == theirs[name].tobytes()
     assert_batch(plain, theirs, [i % COUNT for i in indices], ("taps", "iq"), ("gain",))
     assert clone[3]["taps"].tobytes() == sds.open(plain)[3]["taps"].data.tobytes()
+
+
+def test_a_target_named_like_a_field_is_refused(tmp_path):
+    from sds_factory import capture
+
+    def make(ordinal):
+        record = capture(ordinal, samples=8)
+        return sds.Record(
+            id=record.id,
+            fields={"samples": record["samples"], "label": field(np.zeros(1, np.int8))},
+            metadata=record.metadata,
+        )
+
+    write_dataset(tmp_path, 2, make)
+    with pytest.raises(ValueError, match="'label' names both a field and a target"):
+        sds_loader.BatchReader(tmp_path, targets=("label",)).read([0])
+    batch = sds_loader.BatchReader(tmp_path, fields=("samples",), targets=("label",)).read([1, 0])
+    assert batch["label"].tolist() == [1, 0]

@@ -263,8 +263,15 @@ class BatchReader:
             record = state.dataset[ordinal]
             available = fallback.record_fields(record)
             metadata = dict(record.metadata)
+        fields = self._select(available, ordinal)
+        clash = sorted({spec.name for spec in fields} & set(self._targets))
+        if clash:
+            raise ValueError(
+                f"{clash[0]!r} names both a field and a target, and a batch has one array per "
+                "name; select the field with fields= or drop the target"
+            )
         return Schema(
-            fields=self._select(available, ordinal),
+            fields=fields,
             targets=tuple(self._target_spec(key, metadata, ordinal) for key in self._targets),
         )
 
