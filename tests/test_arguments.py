@@ -490,3 +490,13 @@ def test_a_target_named_like_a_field_is_refused(tmp_path):
         sds_loader.BatchReader(tmp_path, targets=("label",)).read([0])
     batch = sds_loader.BatchReader(tmp_path, fields=("samples",), targets=("label",)).read([1, 0])
     assert batch["label"].tolist() == [1, 0]
+
+
+def test_an_empty_dataset_has_length_zero_and_says_why_it_cannot_batch(tmp_path):
+    write_dataset(tmp_path, 0)
+    reader = sds_loader.BatchReader(tmp_path)
+    assert len(reader) == 0
+    with pytest.raises(ValueError, match="holds no records"):
+        reader.read([])
+    with pytest.raises(IndexError):
+        reader.read([0])

@@ -194,6 +194,11 @@ class BatchReader:
         ordinals = normalize(indices, len(self))
         schema = self._schema
         if schema is None:
+            if len(self) == 0:
+                raise ValueError(
+                    f"dataset {self._uri} holds no records, so a batch of it has no fields "
+                    "to return"
+                )
             schema = self._probe(int(ordinals[0]) if ordinals.size else 0)
         if out is not None:
             arrays = adopt(out, schema, ordinals.size)
