@@ -96,7 +96,9 @@ uint64_t ShardIndex::ChunkOf(uint64_t record) const {
   return static_cast<uint64_t>(it - first_record.begin()) - 1;
 }
 
-ShardIndex ReadShardIndex(const ShardFile& file) {
+namespace {
+
+ShardIndex ParseShardIndex(const ShardFile& file) {
   ShardIndex index;
   index.file_size = file.size();
   const uint64_t size = file.size();
@@ -217,6 +219,39 @@ ShardIndex ReadShardIndex(const ShardFile& file) {
   }
   index.num_records = total;
   return index;
+}
+
+}  // namespace
+
+ShardIndex ReadShardIndex(const ShardFile& file) {
+  try {
+    return ParseShardIndex(file);
+  } catch (const ReaderError& error) {
+    if (error.kind() != ErrorKind::kCorrupt) throw;
+    Corrupt("shard " + file.path() + ": " + error.what());
+  }
+}
+
+void ReadIndexedChunk(const ShardFile& file, const ShardIndex& index, uint64_t c, bool verify,
+                      std::vector<uint8_t>* bytes, Chunk* chunk) {
+  const uint64_t begin = index.chunk_offsets[c], end = index.ChunkLimit(c);
+  bytes->resize(static_cast<size_t>(end - begin));
+  file.ReadAt(begin, end - begin, bytes->data());
+  ReadChunk(FileWindow{bytes->data(), begin, end - begin}, begin, end, verify, chunk);
+}
+
+bool IsDecodableRecordChunk(const Chunk& chunk, const ShardIndex& index, uint64_t c) {
+  if (chunk.header.type == kTransposedChunk) return false;
+  if (chunk.header.type != kSimpleChunk) {
+    Corrupt("the footer indexes records in a chunk of type " + std::to_string(chunk.header.type) +
+            ", which holds none");
+  }
+  const uint64_t expected = index.first_record[c + 1] - index.first_record[c];
+  if (chunk.header.num_records != expected) {
+    Corrupt("chunk holds " + std::to_string(chunk.header.num_records) +
+            " records where the footer says " + std::to_string(expected));
+  }
+  return true;
 }
 
 }  // namespace sdsl

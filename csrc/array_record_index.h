@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "riegeli_chunk.h"
 #include "shard_file.h"
 
 namespace sdsl {
@@ -31,8 +32,19 @@ struct ShardIndex {
   }
 };
 
-// Throws a corrupt error for a broken postscript or footer.
+// Throws a corrupt error, naming the shard file, for a broken postscript or
+// footer.
 ShardIndex ReadShardIndex(const ShardFile& file);
+
+// Reads chunk `c` alone into `bytes` and checks its header (and its data hash
+// when `verify`).
+void ReadIndexedChunk(const ShardFile& file, const ShardIndex& index, uint64_t c, bool verify,
+                      std::vector<uint8_t>* bytes, Chunk* chunk);
+
+// Whether chunk `c`, as read, holds records this core decodes: false for a
+// transposed chunk; a corrupt error for one that is not a simple chunk
+// holding the record count the footer gives it.
+bool IsDecodableRecordChunk(const Chunk& chunk, const ShardIndex& index, uint64_t c);
 
 }  // namespace sdsl
 

@@ -22,10 +22,9 @@ namespace {
 constexpr size_t kKeptScratchBytes = 16 << 20;
 constexpr size_t kPooledScratch = 16;
 
-std::string RecordContext(const Run& run, const int64_t* ordinals, const WantedRecord& record) {
-  return "shard " + run.shard->file->path() + ": record " +
-         std::to_string(ordinals[record.positions[0]]) + " (record " +
-         std::to_string(record.local) + " of the shard)";
+std::string RecordContext(const std::string& path, int64_t ordinal, uint64_t local) {
+  return "shard " + path + ": record " + std::to_string(ordinal) + " (record " +
+         std::to_string(local) + " of the shard)";
 }
 
 void CopyRow(const BatchLayout& layout, size_t from, size_t to) {
@@ -122,12 +121,7 @@ std::shared_ptr<const OpenShard> ShardSet::Open(size_t file) {
   }
   auto shard = std::make_shared<OpenShard>();
   shard->file = std::make_unique<ShardFile>(paths_[file]);
-  try {
-    shard->index = ReadShardIndex(*shard->file);
-  } catch (const ReaderError& error) {
-    if (error.kind() != ErrorKind::kCorrupt) throw;
-    Corrupt("shard " + paths_[file] + ": " + error.what());
-  }
+  shard->index = ReadShardIndex(*shard->file);
   recency_.push_front(file);
   open_.emplace(file, std::make_pair(shard, recency_.begin()));
   while (open_.size() > max_open_) {
@@ -176,21 +170,11 @@ void ShardSet::ReadRun(const Run& run, const BatchLayout& layout, const int64_t*
       current = &wanted.records.front();
       ReadChunk(window, index.chunk_offsets[wanted.chunk], index.ChunkLimit(wanted.chunk), verify_,
                 &chunk);
-      const uint64_t footer_records =
-          index.first_record[wanted.chunk + 1] - index.first_record[wanted.chunk];
-      if (chunk.header.type == kTransposedChunk) {
+      if (!IsDecodableRecordChunk(chunk, index, wanted.chunk)) {
         for (const WantedRecord& record : wanted.records) {
           for (size_t position : record.positions) needs_fallback[position] = 1;
         }
         continue;
-      }
-      if (chunk.header.type != kSimpleChunk) {
-        Corrupt("the footer indexes records in a chunk of type " +
-                std::to_string(chunk.header.type) + ", which holds none");
-      }
-      if (chunk.header.num_records != footer_records) {
-        Corrupt("chunk holds " + std::to_string(chunk.header.num_records) +
-                " records where the footer says " + std::to_string(footer_records));
       }
       ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
       std::unique_ptr<ValueStream> stream = StreamFor(parsed, &decoded, scratch);
@@ -226,7 +210,8 @@ void ShardSet::ReadRun(const Run& run, const BatchLayout& layout, const int64_t*
       }
     }
   } catch (const ReaderError& error) {
-    const std::string context = RecordContext(run, ordinals, *current);
+    const std::string context =
+        RecordContext(run.shard->file->path(), ordinals[current->positions[0]], current->local);
     if (error.kind() == ErrorKind::kTarget || error.kind() == ErrorKind::kSchemaMismatch) {
       throw ReaderError(error.kind(), "record " + std::to_string(ordinals[current->positions[0]]) +
                                           ": " + error.what());
@@ -291,9 +276,7 @@ RecordProbe ShardSet::Probe(size_t file, uint64_t local, int64_t ordinal) {
     probe.supported = false;
     return probe;
   }
-  const std::string context = "shard " + shard->file->path() + ": record " +
-                              std::to_string(ordinal) + " (record " + std::to_string(local) +
-                              " of the shard)";
+  const std::string context = RecordContext(shard->file->path(), ordinal, local);
   if (local >= index.num_records) {
     Corrupt(context + " is past the " + std::to_string(index.num_records) +
             " records the shard holds; the shard is truncated or does not match its manifest");
@@ -301,22 +284,16 @@ RecordProbe ShardSet::Probe(size_t file, uint64_t local, int64_t ordinal) {
   std::unique_ptr<WorkerScratch> scratch = AcquireScratch();
   try {
     const uint64_t c = index.ChunkOf(local);
-    const uint64_t begin = index.chunk_offsets[c], end = index.ChunkLimit(c);
-    scratch->file_bytes.resize(static_cast<size_t>(end - begin));
-    shard->file->ReadAt(begin, end - begin, scratch->file_bytes.data());
     Chunk chunk;
-    ReadChunk(FileWindow{scratch->file_bytes.data(), begin, end - begin}, begin, end, verify_,
-              &chunk);
-    if (chunk.header.type == kTransposedChunk) {
+    ReadIndexedChunk(*shard->file, index, c, verify_, &scratch->file_bytes, &chunk);
+    if (!IsDecodableRecordChunk(chunk, index, c)) {
       probe.supported = false;
       ReleaseScratch(std::move(scratch));
       return probe;
     }
-    if (chunk.header.type != kSimpleChunk) Corrupt("the footer indexes a chunk that holds no records");
     SimpleChunk parsed;
     ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
     const uint64_t in_chunk = local - index.first_record[c];
-    if (in_chunk >= parsed.sizes.size()) Corrupt("chunk holds fewer records than the footer says");
     const uint64_t record_begin = parsed.offsets[in_chunk], size = parsed.sizes[in_chunk];
     Pieces decoded;
     CheckMaterializable(size);

@@ -15,34 +15,10 @@
 #include "simple_chunk.h"
 
 namespace sdsl {
-namespace {
-
-struct LoadedChunk {
-  std::vector<uint8_t> bytes;
-  Chunk chunk;
-};
-
-void LoadChunk(const ShardFile& file, const ShardIndex& index, uint64_t c, LoadedChunk* out) {
-  const uint64_t begin = index.chunk_offsets[c], end = index.ChunkLimit(c);
-  out->bytes.resize(static_cast<size_t>(end - begin));
-  file.ReadAt(begin, end - begin, out->bytes.data());
-  ReadChunk(FileWindow{out->bytes.data(), begin, end - begin}, begin, end, true, &out->chunk);
-}
-
-ShardIndex IndexOrThrow(const ShardFile& file) {
-  try {
-    return ReadShardIndex(file);
-  } catch (const ReaderError& error) {
-    if (error.kind() != ErrorKind::kCorrupt) throw;
-    Corrupt("shard " + file.path() + ": " + error.what());
-  }
-}
-
-}  // namespace
 
 ShardSummary SummarizeShard(const std::string& path) {
   ShardFile file(path);
-  const ShardIndex index = IndexOrThrow(file);
+  const ShardIndex index = ReadShardIndex(file);
   ShardSummary summary;
   summary.file_size = index.file_size;
   summary.writer_options = index.writer_options;
@@ -93,10 +69,11 @@ ShardSummary SummarizeShard(const std::string& path) {
 
 std::vector<ShardProblem> VerifyShard(const std::string& path) {
   ShardFile file(path);
-  const ShardIndex index = IndexOrThrow(file);
+  const ShardIndex index = ReadShardIndex(file);
   std::vector<ShardProblem> problems;
   if (index.transposed_footer) return problems;
-  LoadedChunk loaded;
+  std::vector<uint8_t> bytes;
+  Chunk chunk;
   WorkerScratch scratch;
   for (uint64_t c = 0; c < index.num_chunks(); ++c) {
     ShardProblem problem;
@@ -105,15 +82,9 @@ std::vector<ShardProblem> VerifyShard(const std::string& path) {
     SimpleChunk parsed;
     const uint8_t* values = nullptr;
     try {
-      LoadChunk(file, index, c, &loaded);
-      if (loaded.chunk.header.type == kTransposedChunk) continue;
-      if (loaded.chunk.header.type != kSimpleChunk) Corrupt("chunk holds no records");
-      const uint64_t expected = index.first_record[c + 1] - index.first_record[c];
-      if (loaded.chunk.header.num_records != expected) {
-        Corrupt("chunk holds " + std::to_string(loaded.chunk.header.num_records) +
-                " records where the footer says " + std::to_string(expected));
-      }
-      ParseSimpleChunk(loaded.chunk, kMaxMaterializedBytes, &scratch.sizes, &parsed);
+      ReadIndexedChunk(file, index, c, /*verify=*/true, &bytes, &chunk);
+      if (!IsDecodableRecordChunk(chunk, index, c)) continue;
+      ParseSimpleChunk(chunk, kMaxMaterializedBytes, &scratch.sizes, &parsed);
       MaterializeValues(parsed, &scratch, &values);
     } catch (const ReaderError& error) {
       if (error.kind() == ErrorKind::kIo) throw;
@@ -137,20 +108,21 @@ std::vector<ShardProblem> VerifyShard(const std::string& path) {
 std::vector<ChunkPayload> ChunkPayloads(const std::string& path,
                                         const std::vector<uint64_t>& records) {
   ShardFile file(path);
-  const ShardIndex index = IndexOrThrow(file);
+  const ShardIndex index = ReadShardIndex(file);
   std::vector<ChunkPayload> payloads;
-  LoadedChunk loaded;
+  std::vector<uint8_t> bytes;
+  Chunk chunk;
   std::vector<uint8_t> sizes;
   for (uint64_t record : records) {
     if (index.transposed_footer || record >= index.num_records) {
       Fail(ErrorKind::kArgument, "record " + std::to_string(record) + " is not in shard " + path);
     }
-    LoadChunk(file, index, index.ChunkOf(record), &loaded);
-    if (loaded.chunk.header.type != kSimpleChunk) {
+    ReadIndexedChunk(file, index, index.ChunkOf(record), /*verify=*/true, &bytes, &chunk);
+    if (chunk.header.type != kSimpleChunk) {
       Fail(ErrorKind::kUnsupported, "shard " + path + " does not store simple chunks");
     }
     SimpleChunk parsed;
-    ParseSimpleChunk(loaded.chunk, kMaxMaterializedBytes, &sizes, &parsed);
+    ParseSimpleChunk(chunk, kMaxMaterializedBytes, &sizes, &parsed);
     ChunkPayload payload;
     payload.compression = CompressionName(parsed.compression);
     payload.decoded_size = parsed.decoded_size;
