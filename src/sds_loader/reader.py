@@ -200,10 +200,13 @@ class BatchReader:
                     "to return"
                 )
             schema = self._probe(int(ordinals[0]) if ordinals.size else 0)
-        if out is not None:
-            arrays = adopt(out, schema, ordinals.size)
-        else:
-            arrays = allocate(schema, ordinals.size, allocator)
+
+        def buffers(layout: Schema) -> dict[str, np.ndarray]:
+            if out is not None:
+                return adopt(out, layout, ordinals.size)
+            return allocate(layout, ordinals.size, allocator)
+
+        arrays = buffers(schema)
         if ordinals.size == 0:
             return arrays
         try:
@@ -211,10 +214,7 @@ class BatchReader:
         except SchemaMismatch:
             self.stats.schema_retries += 1
             schema = self._uniform_schema(ordinals)
-            if out is not None:
-                arrays = adopt(out, schema, ordinals.size)
-            else:
-                arrays = allocate(schema, ordinals.size, allocator)
+            arrays = buffers(schema)
             try:
                 self._read_into(ordinals, schema, arrays)
             except SchemaMismatch as again:
