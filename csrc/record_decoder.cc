@@ -53,7 +53,8 @@ void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& 
   const SafeTensorsHeader& parsed = scratch->parsed;
   // Every field's tensor must exist with the batch's dtype and shape before a
   // byte of it is written.
-  std::vector<const FieldSlot*> slot_of(parsed.tensors.size(), nullptr);
+  std::vector<const FieldSlot*>& slot_of = scratch->slot_of;
+  slot_of.assign(parsed.tensors.size(), nullptr);
   for (size_t f = 0; f < layout.fields.size(); ++f) {
     const FieldSlot& slot = layout.fields[f];
     const TensorEntry* tensor = parsed.Find(keys[f]);

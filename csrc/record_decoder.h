@@ -43,6 +43,7 @@ struct RecordScratch {
   std::vector<uint8_t> descriptor;
   SafeTensorsHeader parsed;
   Descriptor described;
+  std::vector<const FieldSlot*> slot_of;  // per tensor of `parsed`, the row it fills
 };
 
 // Raised when a streamed record's descriptor maps a field to another tensor
