@@ -1,7 +1,7 @@
 """Run the benchmark from a source checkout: `python benchmarks/run.py [bench options]`.
 
 The same as `sds-loader bench`; the measurement code lives in
-src/sds_loader/bench so that an installed package can run it too.
+src/sds_loader/cli/bench so that an installed package can run it too.
 """
 
 import os

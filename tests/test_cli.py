@@ -20,8 +20,8 @@ import pytest
 
 import sds_factory
 from sds_loader import cli, native_tools
-from sds_loader.bench import builtin
-from sds_loader.bench.run import method_table
+from sds_loader.cli.bench import builtin
+from sds_loader.cli.bench.run import method_table
 
 NATIVE_SKIP = native_tools.unavailable_reason("shard_summary", "verify_shard", "chunk_payloads")
 needs_native = pytest.mark.skipif(NATIVE_SKIP is not None, reason=str(NATIVE_SKIP))

@@ -20,9 +20,9 @@ from typing import Any
 from tqdm import tqdm
 
 from sds_loader import native_tools
-from sds_loader.bench import bounds, builtin, methods, plan as planning, report
-from sds_loader.bench.plan import Plan
-from sds_loader.bench.timing import Row, Runner, measure
+from sds_loader.cli.bench import bounds, builtin, methods, plan as planning, report
+from sds_loader.cli.bench.plan import Plan
+from sds_loader.cli.bench.timing import Row, Runner, measure
 
 #: The DataLoader worker counts timed for sds_loader.torch.
 WORKER_COUNTS = (0, 2)

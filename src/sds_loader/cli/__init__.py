@@ -1,6 +1,8 @@
 """The `sds-loader` command: bench, inspect, verify.
 
-Each subcommand lives in its own module; this file only parses arguments,
+The command line is a package of its own beside the library (BatchReader, the
+torch adapter), which never imports it. Each subcommand lives in its own
+module of this package; this file only parses arguments,
 calls it, and turns the errors a user can fix (a wrong path, a missing build,
 a bad option) into one line and exit status 2 rather than a traceback.
 Exit status 1 is reserved for what the command found: a corrupt dataset, or a
@@ -94,8 +96,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from sds_loader.bench import BenchConfig, run
-    from sds_loader.bench import report
+    from sds_loader.cli.bench import BenchConfig, run
+    from sds_loader.cli.bench import report
 
     result = run(
         BenchConfig(
@@ -132,13 +134,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "bench":
             return _bench(args, argv)
         if args.command == "inspect":
-            from sds_loader import inspect_cmd
+            from sds_loader.cli import inspect
 
-            return inspect_cmd.run(args.path, as_json=args.json)
+            return inspect.run(args.path, as_json=args.json)
         if args.command == "verify":
-            from sds_loader import verify_cmd
+            from sds_loader.cli import verify
 
-            return verify_cmd.run(args.path, as_json=args.json, progress=not args.no_progress)
+            return verify.run(args.path, as_json=args.json, progress=not args.no_progress)
     except (NativeUnavailable, FileNotFoundError, NotADirectoryError, ValueError, sds.SignalDatasetError) as exc:
         print(f"sds-loader {args.command}: error: {exc}", file=sys.stderr)
         return 2

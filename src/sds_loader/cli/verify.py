@@ -21,10 +21,11 @@ from typing import Any
 import signal_dataset as sds
 from tqdm import tqdm
 
-from sds_loader import native_tools, verify_metadata
+from sds_loader import native_tools
+from sds_loader.cli import verify_metadata
+from sds_loader.cli.textfmt import size
 from sds_loader.dataset_shards import ShardFile, shard_files
 from sds_loader.errors import CorruptShardError
-from sds_loader.textfmt import size
 
 #: Problems printed per shard; the JSON report keeps every one.
 SHOWN_PER_SHARD = 20

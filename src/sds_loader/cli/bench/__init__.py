@@ -6,6 +6,6 @@ things timed, `timing` times them, `report` renders the table, JSON and chart,
 and `run` puts them in order.
 """
 
-from sds_loader.bench.run import BenchConfig, BenchResult, run
+from sds_loader.cli.bench.run import BenchConfig, BenchResult, run
 
 __all__ = ["BenchConfig", "BenchResult", "run"]

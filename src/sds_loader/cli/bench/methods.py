@@ -25,8 +25,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader.bench.plan import Plan
-from sds_loader.bench.timing import Runner, Skip
+from sds_loader.cli.bench.plan import Plan
+from sds_loader.cli.bench.timing import Runner, Skip
 
 #: The options signal_dataset's own reader passes (StorageOptions.reader_options).
 ARRAY_RECORD_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"

@@ -22,8 +22,8 @@ import numpy as np
 import signal_dataset as sds
 
 from sds_loader import native_tools
+from sds_loader.cli.textfmt import size, table
 from sds_loader.dataset_shards import ShardsUnavailable, shard_files
-from sds_loader.textfmt import size, table
 
 #: Below this fraction saved, compression is reported as not worth its read cost.
 LITTLE_SAVING = 0.20

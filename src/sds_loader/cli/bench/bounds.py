@@ -24,8 +24,8 @@ import numpy as np
 import signal_dataset as sds
 
 from sds_loader import native_tools
-from sds_loader.bench.plan import COMPRESSED, Plan
-from sds_loader.bench.timing import Runner, Skip
+from sds_loader.cli.bench.plan import COMPRESSED, Plan
+from sds_loader.cli.bench.timing import Runner, Skip
 
 #: Gathered inputs timed per native call, at most (the call copies them once more).
 MAX_GATHER_BYTES = 512 << 20
@@ -120,7 +120,7 @@ class _Memcpy(_Bound):
     def __init__(self, plan: Plan) -> None:
         from array_record.python.array_record_module import ArrayRecordReader
 
-        from sds_loader.bench.methods import ARRAY_RECORD_OPTIONS
+        from sds_loader.cli.bench.methods import ARRAY_RECORD_OPTIONS
 
         super().__init__(plan)
         self.readers = [ArrayRecordReader(path, ARRAY_RECORD_OPTIONS) for path in self.table.paths]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-from sds_loader.bench.plan import Plan
+from sds_loader.cli.bench.plan import Plan
 
 
 #: Passes are repeated until they add up to this many seconds...

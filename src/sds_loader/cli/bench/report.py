@@ -15,9 +15,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sds_loader.bench.plan import Plan
-from sds_loader.bench.timing import Row
-from sds_loader.textfmt import markdown_table, rate, size, table
+from sds_loader.cli.bench.plan import Plan
+from sds_loader.cli.bench.timing import Row
+from sds_loader.cli.textfmt import markdown_table, rate, size, table
 
 BASELINE_KEY = "sds_getitems"
 HEADER = ["variant", "method", "records/s", "MB/s", "x vs signal_dataset", "% of bound", "note"]
