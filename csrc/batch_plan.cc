@@ -8,44 +8,44 @@
 
 namespace sdsl {
 
-BatchPlan PlanBatch(const int64_t* files, const int64_t* locals, const int64_t* ordinals,
+BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
                     size_t count, const ShardOpener& open) {
   BatchPlan plan;
   std::vector<size_t> order(count);
   std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return files[a] != files[b] ? files[a] < files[b] : locals[a] < locals[b];
+    return files[a] != files[b] ? files[a] < files[b] : shard_records[a] < shard_records[b];
   });
   std::shared_ptr<const OpenShard> shard;
   int64_t shard_file = -1;
   for (size_t k = 0; k < count; ++k) {
-    const size_t position = order[k];
-    if (files[position] != shard_file) {
-      shard_file = files[position];
+    const size_t row = order[k];
+    if (files[row] != shard_file) {
+      shard_file = files[row];
       shard = open(static_cast<size_t>(shard_file));
     }
     if (shard->index.transposed_footer) {
-      plan.unsupported_positions.push_back(position);
+      plan.unsupported_rows.push_back(row);
       continue;
     }
     const ShardIndex& index = shard->index;
-    const uint64_t local = static_cast<uint64_t>(locals[position]);
-    if (locals[position] < 0 || local >= index.num_records) {
-      Corrupt("shard " + shard->file->path() + ": record " + std::to_string(ordinals[position]) +
-              " is record " + std::to_string(locals[position]) + " of a shard that holds " +
+    const uint64_t shard_record = static_cast<uint64_t>(shard_records[row]);
+    if (shard_records[row] < 0 || shard_record >= index.num_records) {
+      Corrupt("shard " + shard->file->path() + ": record " + std::to_string(ordinals[row]) +
+              " is record " + std::to_string(shard_records[row]) + " of a shard that holds " +
               std::to_string(index.num_records) +
               "; the shard is truncated or does not match the manifest that names it");
     }
     Run* run = plan.runs.empty() ? nullptr : &plan.runs.back();
     if (run != nullptr && run->shard == shard && !run->chunks.empty()) {
       WantedRecord& last = run->chunks.back().records.back();
-      if (last.local == local) {  // a duplicate: decode once, copy after
-        last.positions.push_back(position);
+      if (last.shard_record == shard_record) {  // a duplicate: decode once, copy after
+        last.rows.push_back(row);
         continue;
       }
     }
-    const uint64_t chunk = index.ChunkOf(local);
-    const uint64_t in_chunk = local - index.first_record[chunk];
+    const uint64_t chunk = index.ChunkOf(shard_record);
+    const uint64_t chunk_record = shard_record - index.first_record[chunk];
     const bool same_chunk = run != nullptr && run->shard == shard && run->chunks.back().chunk == chunk;
     if (!same_chunk) {
       const bool extends = run != nullptr && run->shard == shard &&
@@ -61,9 +61,9 @@ BatchPlan PlanBatch(const int64_t* files, const int64_t* locals, const int64_t* 
       run->end = index.ChunkLimit(chunk);
     }
     WantedRecord record;
-    record.index_in_chunk = in_chunk;
-    record.local = local;
-    record.positions.push_back(position);
+    record.chunk_record = chunk_record;
+    record.shard_record = shard_record;
+    record.rows.push_back(row);
     run->chunks.back().records.push_back(std::move(record));
   }
   return plan;

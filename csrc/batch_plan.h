@@ -1,6 +1,10 @@
-// One read() as a plan: positions grouped by shard and chunk, sorted by file
+// One read() as a plan: rows grouped by shard and chunk, sorted by file
 // offset, duplicates folded into one decode, adjacent chunks merged into
-// runs that are each read with a single pread.
+// runs that are each fetched with a single read.
+//
+// Numberings, one name each: `ordinal` is a record's number in the dataset,
+// `shard_record` its number inside its shard, `chunk_record` its number inside
+// its chunk, and `row` the output row of the batch it fills.
 #ifndef SDS_LOADER_BATCH_PLAN_H_
 #define SDS_LOADER_BATCH_PLAN_H_
 
@@ -21,14 +25,14 @@ struct OpenShard {
 };
 
 struct WantedRecord {
-  uint64_t index_in_chunk = 0;
-  uint64_t local = 0;
-  std::vector<size_t> positions;  // positions[0] is decoded, the rest copied
+  uint64_t chunk_record = 0;
+  uint64_t shard_record = 0;
+  std::vector<size_t> rows;  // rows[0] is decoded, the rest copied
 };
 
 struct WantedChunk {
   uint64_t chunk = 0;
-  std::vector<WantedRecord> records;  // ascending index_in_chunk
+  std::vector<WantedRecord> records;  // ascending chunk_record
 };
 
 struct Run {
@@ -40,7 +44,7 @@ struct Run {
 
 struct BatchPlan {
   std::vector<Run> runs;
-  std::vector<size_t> unsupported_positions;  // shards this core cannot decode
+  std::vector<size_t> unsupported_rows;  // shards this core cannot decode
 };
 
 using ShardOpener = std::function<std::shared_ptr<const OpenShard>(size_t file)>;
@@ -51,7 +55,7 @@ constexpr uint64_t kMaxRunBytes = 2 << 20;
 
 // Throws a corrupt error (naming the shard and the ordinal) for a record the
 // shard does not hold.
-BatchPlan PlanBatch(const int64_t* files, const int64_t* locals, const int64_t* ordinals,
+BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
                     size_t count, const ShardOpener& open);
 
 }  // namespace sdsl

@@ -95,12 +95,13 @@ uint8_t* WritableBase(const py::object& object, uint64_t bytes, const std::strin
   return static_cast<uint8_t*>(info.ptr);
 }
 
-py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files, const Int64Array& locals,
-                          const Int64Array& ordinals, const py::list& fields,
-                          const py::list& targets, int threads) {
+py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
+                          const Int64Array& shard_records, const Int64Array& ordinals,
+                          const py::list& fields, const py::list& targets, int threads) {
   const size_t count = static_cast<size_t>(files.size());
-  if (locals.size() != files.size() || ordinals.size() != files.size() || files.ndim() != 1) {
-    throw py::value_error("files, locals and ordinals must be 1-D arrays of one length");
+  if (shard_records.size() != files.size() || ordinals.size() != files.size() ||
+      files.ndim() != 1) {
+    throw py::value_error("files, shard_records and ordinals must be 1-D arrays of one length");
   }
   const int64_t* file_data = files.data();
   for (size_t i = 0; i < count; ++i) {
@@ -135,20 +136,20 @@ py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files, const In
   }
   py::array_t<uint8_t> needs_fallback(static_cast<py::ssize_t>(count));
   uint8_t* flags = needs_fallback.mutable_data();
-  const int64_t* local_data = locals.data();
+  const int64_t* shard_record_data = shard_records.data();
   const int64_t* ordinal_data = ordinals.data();
   {
     py::gil_scoped_release release;
-    set.Read(file_data, local_data, ordinal_data, count, layout, threads, flags);
+    set.Read(file_data, shard_record_data, ordinal_data, count, layout, threads, flags);
   }
   return needs_fallback;
 }
 
-py::object Probe(sdsl::ShardSet& set, size_t file, uint64_t local, int64_t ordinal) {
+py::object Probe(sdsl::ShardSet& set, size_t file, uint64_t shard_record, int64_t ordinal) {
   sdsl::RecordProbe probe;
   {
     py::gil_scoped_release release;
-    probe = set.Probe(file, local, ordinal);
+    probe = set.Probe(file, shard_record, ordinal);
   }
   if (!probe.supported) return py::none();
   py::list fields;
@@ -169,9 +170,9 @@ PYBIND11_MODULE(_native, m) {
   py::class_<sdsl::ShardSet>(m, "ShardSet")
       .def(py::init<std::vector<std::string>, bool, size_t>(), py::arg("paths"),
            py::arg("verify_checksums"), py::arg("max_open_files"))
-      .def("read", &Read, py::arg("files"), py::arg("locals"), py::arg("ordinals"),
+      .def("read", &Read, py::arg("files"), py::arg("shard_records"), py::arg("ordinals"),
            py::arg("fields"), py::arg("targets"), py::arg("threads"))
-      .def("probe", &Probe, py::arg("file"), py::arg("local"), py::arg("ordinal"))
+      .def("probe", &Probe, py::arg("file"), py::arg("shard_record"), py::arg("ordinal"))
       .def_property_readonly("num_files", &sdsl::ShardSet::num_files);
 
 

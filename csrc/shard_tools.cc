@@ -11,7 +11,7 @@
 #include "record_decoder.h"
 #include "riegeli_chunk.h"
 #include "shard_file.h"
-#include "shard_set.h"
+#include "materialize.h"
 #include "simple_chunk.h"
 
 namespace sdsl {

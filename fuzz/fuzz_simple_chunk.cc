@@ -14,7 +14,7 @@
 #include "codecs.h"
 #include "reader_error.h"
 #include "riegeli_chunk.h"
-#include "shard_set.h"
+#include "materialize.h"
 #include "simple_chunk.h"
 #include "value_stream.h"
 

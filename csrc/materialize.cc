@@ -1,0 +1,59 @@
+#include "materialize.h"
+
+#include <string>
+#include <vector>
+
+#include "codecs.h"
+#include "reader_error.h"
+
+namespace sdsl {
+
+void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const uint8_t** values) {
+  if (parsed.decoded_size > kMaxMaterializedBytes) {
+    Corrupt("chunk claims " + std::to_string(parsed.decoded_size) +
+            " decoded bytes, more than the " + std::to_string(kMaxMaterializedBytes) +
+            " this reader holds at once");
+  }
+  scratch->values.resize(static_cast<size_t>(parsed.decoded_size));
+  if (parsed.compression == kNoCompression) {
+    CopyFromPieces(parsed.values, 0, parsed.decoded_size, scratch->values.data());
+  } else if (parsed.compression == kZstd) {
+    ZstdStream stream(scratch->zstd, parsed.values, &scratch->discard);
+    stream.Read(scratch->values.data(), parsed.decoded_size);
+  } else {
+    const uint8_t* input;
+    std::vector<uint8_t> gathered;
+    if (parsed.values.spans.size() == 1) {
+      input = parsed.values.spans[0].data;
+    } else {
+      gathered.resize(static_cast<size_t>(parsed.values.total));
+      CopyFromPieces(parsed.values, 0, parsed.values.total, gathered.data());
+      input = gathered.data();
+    }
+    DecompressExact(parsed.compression, input, static_cast<size_t>(parsed.values.total),
+                    scratch->values.data(), scratch->values.size(), "record values");
+  }
+  *values = scratch->values.data();
+}
+
+std::unique_ptr<ValueStream> OpenValueStream(const SimpleChunk& parsed, Pieces* decoded,
+                                             WorkerScratch* scratch) {
+  if (parsed.compression == kNoCompression) return std::make_unique<PiecesStream>(parsed.values);
+  if (parsed.compression == kZstd) {
+    return std::make_unique<ZstdStream>(scratch->zstd, parsed.values, &scratch->discard);
+  }
+  const uint8_t* values;
+  MaterializeValues(parsed, scratch, &values);
+  decoded->Clear();
+  decoded->Append(values, static_cast<size_t>(parsed.decoded_size));
+  return std::make_unique<PiecesStream>(*decoded);
+}
+
+void CheckMaterializable(uint64_t record_size) {
+  if (record_size > kMaxMaterializedBytes) {
+    Corrupt("record claims " + std::to_string(record_size) + " bytes, more than the " +
+            std::to_string(kMaxMaterializedBytes) + " this reader holds at once");
+  }
+}
+
+}  // namespace sdsl

@@ -1,0 +1,99 @@
+#include "run_decoder.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "materialize.h"
+#include "reader_error.h"
+#include "riegeli_chunk.h"
+#include "simple_chunk.h"
+#include "value_stream.h"
+
+namespace sdsl {
+namespace {
+
+void CopyRow(const BatchLayout& layout, size_t from, size_t to) {
+  for (const FieldSlot& slot : layout.fields) {
+    std::memcpy(slot.base + to * slot.row_bytes, slot.base + from * slot.row_bytes, slot.row_bytes);
+  }
+  for (const TargetSlot& target : layout.targets) {
+    std::memcpy(target.base + to * 8, target.base + from * 8, 8);
+  }
+}
+
+}  // namespace
+
+std::string RecordContext(const std::string& path, int64_t ordinal, uint64_t shard_record) {
+  return "shard " + path + ": record " + std::to_string(ordinal) + " (record " +
+         std::to_string(shard_record) + " of the shard)";
+}
+
+void DecodeRun(const Run& run, const BatchLayout& layout, const int64_t* ordinals, bool verify,
+               uint8_t* needs_fallback, WorkerScratch* scratch) {
+  const ShardIndex& index = run.shard->index;
+  const WantedRecord* current = &run.chunks.front().records.front();
+  try {
+    scratch->file_bytes.resize(static_cast<size_t>(run.end - run.begin));
+    run.shard->file->ReadAt(run.begin, run.end - run.begin, scratch->file_bytes.data());
+    const FileWindow window{scratch->file_bytes.data(), run.begin, run.end - run.begin};
+    std::vector<std::string> keys;
+    for (const FieldSlot& slot : layout.fields) keys.push_back(slot.key_hint);
+    Chunk chunk;
+    SimpleChunk parsed;
+    Pieces decoded;
+    for (const WantedChunk& wanted : run.chunks) {
+      current = &wanted.records.front();
+      ReadChunk(window, index.chunk_offsets[wanted.chunk], index.ChunkLimit(wanted.chunk), verify,
+                &chunk);
+      if (!IsDecodableRecordChunk(chunk, index, wanted.chunk)) {
+        for (const WantedRecord& record : wanted.records) {
+          for (size_t row : record.rows) needs_fallback[row] = 1;
+        }
+        continue;
+      }
+      ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
+      std::unique_ptr<ValueStream> stream = OpenValueStream(parsed, &decoded, scratch);
+      uint64_t stream_position = 0;
+      for (const WantedRecord& record : wanted.records) {
+        current = &record;
+        const uint64_t begin = parsed.offsets[record.chunk_record];
+        const uint64_t size = parsed.sizes[record.chunk_record];
+        stream->Skip(begin - stream_position);
+        try {
+          DecodeRecord(*stream, size, layout, keys, /*hinted=*/true, record.rows[0],
+                       &scratch->record_scratch);
+        } catch (const KeyHintMiss&) {
+          // The descriptor maps fields to other tensors than assumed: read
+          // this record whole, learn its keys, and decode it again.
+          CheckMaterializable(size);
+          stream = OpenValueStream(parsed, &decoded, scratch);
+          stream->Skip(begin);
+          scratch->record.resize(static_cast<size_t>(size));
+          stream->Read(scratch->record.data(), size);
+          // The resolved keys become the hints for the records after this one.
+          keys = ResolveKeys(scratch->record.data(), size, layout, &scratch->record_scratch);
+          Pieces whole;
+          whole.Append(scratch->record.data(), static_cast<size_t>(size));
+          PiecesStream again(whole);
+          DecodeRecord(again, size, layout, keys, false, record.rows[0], &scratch->record_scratch);
+        }
+        stream_position = begin + size;
+        for (size_t k = 1; k < record.rows.size(); ++k) {
+          CopyRow(layout, record.rows[0], record.rows[k]);
+        }
+      }
+    }
+  } catch (const ReaderError& error) {
+    const int64_t ordinal = ordinals[current->rows[0]];
+    if (error.kind() == ErrorKind::kTarget || error.kind() == ErrorKind::kSchemaMismatch) {
+      throw ReaderError(error.kind(), "record " + std::to_string(ordinal) + ": " + error.what());
+    }
+    throw ReaderError(error.kind(),
+                      RecordContext(run.shard->file->path(), ordinal, current->shard_record) +
+                          ": " + error.what(),
+                      error.os_error());
+  }
+}
+
+}  // namespace sdsl

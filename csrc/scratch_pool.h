@@ -1,0 +1,52 @@
+// Per-thread working memory, pooled across reads so that buffers and zstd
+// contexts are allocated once, not per batch.
+#ifndef SDS_LOADER_SCRATCH_POOL_H_
+#define SDS_LOADER_SCRATCH_POOL_H_
+
+#include <sys/types.h>
+#include <zstd.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "record_decoder.h"
+
+namespace sdsl {
+
+struct WorkerScratch {
+  WorkerScratch();
+  ~WorkerScratch();
+  WorkerScratch(const WorkerScratch&) = delete;
+  WorkerScratch& operator=(const WorkerScratch&) = delete;
+  std::vector<uint8_t> file_bytes;
+  std::vector<uint8_t> sizes;
+  std::vector<uint8_t> values;
+  std::vector<uint8_t> discard;
+  std::vector<uint8_t> record;
+  RecordScratch record_scratch;
+  ZSTD_DCtx* zstd;
+};
+
+// A few idle WorkerScratch, handed out to one worker at a time. A forked
+// child starts with an empty pool rather than its parent's.
+class ScratchPool {
+ public:
+  ScratchPool();
+  std::unique_ptr<WorkerScratch> Acquire();
+  // Frees the scratch's large buffers before keeping it, so that one large
+  // record does not pin its memory for the reader's lifetime.
+  void Release(std::unique_ptr<WorkerScratch> scratch);
+
+ private:
+  void ForgetIfForked();  // holds mutex_
+
+  std::mutex mutex_;
+  pid_t pid_;
+  std::vector<std::unique_ptr<WorkerScratch>> idle_;
+};
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_SCRATCH_POOL_H_
