@@ -1,21 +1,190 @@
-"""Serve records through signal_dataset's own reader.
+"""Serve records through signal_dataset's own reader, in a helper process.
 
 Used where the native core cannot: transposed chunks, reference datasets whose
-shards `read_instructions` refuses to address, and remote roots. The results
-are the same arrays, filled in the same output slots, so a caller cannot tell
-which path served a record except through `BatchReader.stats`.
+shards `read_instructions` refuses to address, and roots in stores the native
+core has no source for (`gs://`). The results are the same arrays, filled in
+the same output slots, so a caller cannot tell which path served a record
+except through `BatchReader.stats`.
+
+Why a helper process: a process that has used array_record (which
+signal_dataset reads and writes shards with) forks children whose own
+array_record reads crash, persistent DataLoader workers among them
+(reproduced with signal_dataset alone). A script that writes a dataset, or
+looks at a record, before building its DataLoader is the common case, not a
+corner. So signal_dataset's reader never runs in a process that may fork:
+it runs in a fresh interpreter (`fallback_helper`) per process, and records
+come back pickled, a copy the native path does not pay, acceptable for
+datasets the native path cannot read at all. The helper costs about a second
+to start, once per process (per persistent worker), and only for datasets
+that need it.
+
+Without `os.fork` (Windows) there is no fork to guard against, and the reads
+run in this process.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import signal_dataset as sds
 
+from sds_loader import fallback_helper
 from sds_loader.dtypes import safetensors_name
-from sds_loader.errors import SchemaMismatch
+from sds_loader.errors import SchemaMismatch, TargetError
 from sds_loader.schema import FieldSpec, Schema, raise_missing, raise_not_scalar
+from sds_loader.stores import for_this_process, portable
+
+#: One record as the helper sends it: the requested fields' arrays, and the
+#: record's metadata as plain dicts and lists.
+Decoded = tuple[dict[str, np.ndarray], dict[str, object]]
+
+
+class FallbackReader:
+    """signal_dataset's reader for one dataset, in a helper process where a fork may follow.
+
+    `object_store` is the store the dataset was opened with in this process;
+    the helper gets its settings where they can cross a process boundary (an
+    S3 store's `S3Options`), and otherwise resolves the store from
+    signal_dataset's registry as `signal_dataset.open` does.
+    """
+
+    def __init__(self, uri: str, object_store: sds.storage.ObjectStore | None = None) -> None:
+        self._uri = uri
+        self._store = object_store
+        self._pid = os.getpid()
+        self._helper: subprocess.Popen | None = None
+        self._dataset: sds.Dataset | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def in_helper(self) -> bool:
+        """Whether reads run in a helper process (else in this one)."""
+        return hasattr(os, "fork")
+
+    def probe(self, ordinal: int) -> tuple[tuple[FieldSpec, ...], dict[str, object]]:
+        """Every field of record `ordinal` and its metadata."""
+        return self._call("probe_record", ordinal)
+
+    def fill(
+        self,
+        ordinals: np.ndarray,
+        positions: np.ndarray,
+        schema: Schema,
+        outputs: Mapping[str, np.ndarray],
+    ) -> None:
+        """Decode `ordinals` with signal_dataset and write them at `positions`."""
+        unique, inverse = np.unique(ordinals, return_inverse=True)
+        names = tuple(spec.name for spec in schema.fields)
+        records: list[Decoded] = self._call("read_records", [int(value) for value in unique], names)
+        for position, which in zip(positions.tolist(), inverse.tolist(), strict=True):
+            fields, metadata = records[which]
+            _write_row(int(unique[which]), fields, metadata, schema, outputs, position)
+
+    def close(self) -> None:
+        """Stop this process's helper; the next read starts another."""
+        with self._lock:
+            helper, self._helper = self._helper, None
+        if helper is not None and self._pid == os.getpid():
+            _stop(helper)
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"_uri": self._uri, "_store": portable(self._store), "_pid": None}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state, _helper=None, _dataset=None, _lock=threading.Lock())
+
+    # -- internals ---------------------------------------------------------
+
+    def _call(self, name: str, *args):
+        if self._pid != os.getpid():
+            # Inherited across a fork: the parent's helper, dataset and lock
+            # are not ours. Forgotten, not closed: the parent still uses them.
+            self.__setstate__({"_uri": self._uri, "_store": for_this_process(self._store), "_pid": os.getpid()})
+        if not self.in_helper:
+            if self._dataset is None:
+                self._dataset = sds.open(self._uri, object_store=self._store)
+            return globals()[name](self._dataset, *args)
+        with self._lock:
+            if self._helper is None:
+                self._helper = self._start()
+            helper = self._helper
+            try:
+                fallback_helper.send(helper.stdin, (name, args))
+                status, value = fallback_helper.receive(helper.stdout)
+            except (EOFError, OSError) as exc:
+                self._helper = None
+                _stop(helper)
+                raise sds.StorageError(
+                    f"the helper process reading {self._uri} through signal_dataset ended "
+                    f"(exit status {helper.returncode}); the next read starts a new one"
+                ) from exc
+        if status == "error":
+            raise value
+        return value
+
+    def _start(self) -> subprocess.Popen:
+        helper = subprocess.Popen(
+            # -c rather than -m: the package imports this module, which runpy warns about.
+            [sys.executable, "-c", "from sds_loader.fallback_helper import main; main()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        try:
+            fallback_helper.send(helper.stdin, (self._uri, portable(self._store)))
+            status, value = fallback_helper.receive(helper.stdout)
+        except (EOFError, OSError) as exc:
+            _stop(helper)
+            raise sds.StorageError(
+                f"the helper process that reads {self._uri} through signal_dataset did not start "
+                f"(exit status {helper.returncode})"
+            ) from exc
+        if status == "error":
+            _stop(helper)
+            raise value
+        return helper
+
+
+def _stop(helper: subprocess.Popen) -> None:
+    for stream in (helper.stdin, helper.stdout):
+        try:
+            stream.close()
+        except OSError:
+            pass
+    try:
+        helper.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        helper.kill()
+        helper.wait()
+
+
+# -- run by the helper (or in this process where nothing forks) -------------
+
+
+def probe_record(dataset: sds.Dataset, ordinal: int) -> tuple[tuple[FieldSpec, ...], dict[str, object]]:
+    record = dataset[ordinal]
+    return record_fields(record), _plain(record.metadata)
+
+
+def read_records(dataset: sds.Dataset, ordinals: list[int], names: Sequence[str]) -> list[Decoded]:
+    records = dataset.__getitems__(ordinals)
+    return [
+        ({name: record[name].data for name in names if name in record.fields}, _plain(record.metadata))
+        for record in records
+    ]
+
+
+def _plain(value: object) -> object:
+    """Metadata as dicts and lists: signal_dataset's frozen mappings do not pickle."""
+    if isinstance(value, Mapping):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _guessed_tensor_key(names: Sequence[str], name: str) -> str:
@@ -37,40 +206,28 @@ def record_fields(record: sds.Record) -> tuple[FieldSpec, ...]:
     )
 
 
-def fill(
-    dataset: sds.Dataset,
-    ordinals: np.ndarray,
-    positions: np.ndarray,
+def _write_row(
+    ordinal: int,
+    fields: Mapping[str, np.ndarray],
+    metadata: Mapping[str, object],
     schema: Schema,
     outputs: Mapping[str, np.ndarray],
+    position: int,
 ) -> None:
-    """Decode `ordinals` with signal_dataset and write them at `positions`."""
-    unique, inverse = np.unique(ordinals, return_inverse=True)
-    records = dataset.__getitems__([int(value) for value in unique])
-    for position, which in zip(positions.tolist(), inverse.tolist(), strict=True):
-        record = records[which]
-        ordinal = int(unique[which])
-        for spec in schema.fields:
-            if spec.name not in record.fields:
-                raise SchemaMismatch(ordinal)
-            data = record[spec.name].data
-            if data.dtype != spec.dtype or tuple(data.shape) != spec.shape:
-                raise SchemaMismatch(ordinal)
-            outputs[spec.name][position] = data
-        for target in schema.targets:
-            if target.key not in record.metadata:
-                raise_missing(target.key, ordinal, record.metadata.keys())
-            value = record.metadata[target.key]
-            if isinstance(value, bool) or isinstance(value, int | float):
-                if target.kind == "i" and isinstance(value, float):
-                    if not value.is_integer():
-                        from sds_loader.errors import TargetError
-
-                        raise TargetError(
-                            f"metadata {target.key!r} of record {ordinal} is {value!r}, "
-                            "where the batch's first record holds an integer; write the "
-                            "key with one type throughout"
-                        )
-                outputs[target.key][position] = value
-            else:
-                raise_not_scalar(target.key, ordinal, value)
+    for spec in schema.fields:
+        data = fields.get(spec.name)
+        if data is None or data.dtype != spec.dtype or tuple(data.shape) != spec.shape:
+            raise SchemaMismatch(ordinal)
+        outputs[spec.name][position] = data
+    for target in schema.targets:
+        if target.key not in metadata:
+            raise_missing(target.key, ordinal, metadata.keys())
+        value = metadata[target.key]
+        if not (isinstance(value, bool) or isinstance(value, int | float)):
+            raise_not_scalar(target.key, ordinal, value)
+        if target.kind == "i" and isinstance(value, float) and not value.is_integer():
+            raise TargetError(
+                f"metadata {target.key!r} of record {ordinal} is {value!r}, where the batch's "
+                "first record holds an integer; write the key with one type throughout"
+            )
+        outputs[target.key][position] = value

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import signal_dataset as sds
+from signal_dataset.storage import ObjectStore
 
 from sds_loader import fallback
 from sds_loader.addressing import ShardTable, native_unavailable_reason, shard_table
@@ -17,6 +18,7 @@ from sds_loader.errors import MixedShapesError, SchemaMismatch
 from sds_loader.indices import normalize, normalize_one
 from sds_loader.outputs import Allocator, adopt, allocate
 from sds_loader.schema import FieldSpec, Schema, TargetSpec, raise_missing, target_kind
+from sds_loader.stores import for_this_process, portable
 
 
 #: More threads than this are never started for one read (the native side takes a C int).
@@ -41,11 +43,15 @@ class ReadStats:
 class _ProcessState:
     """Everything that must not cross a fork: open dataset, native file cache."""
 
-    def __init__(self, uri: str, verify_checksums: bool, max_open_files: int) -> None:
+    def __init__(
+        self, uri: str, object_store: ObjectStore | None, verify_checksums: bool, max_open_files: int
+    ) -> None:
         from sds_loader import _native
 
         self.pid = os.getpid()
-        self.dataset = sds.open(uri)
+        store = for_this_process(object_store)
+        self.dataset = sds.open(uri, object_store=store)
+        self.fallback = fallback.FallbackReader(uri, self.dataset.object_store)
         self.native_reason = native_unavailable_reason(self.dataset)
         self.table: ShardTable | None = None
         self.native = None
@@ -73,6 +79,10 @@ class BatchReader:
     Shards the native core cannot read (transposed chunks, reference datasets,
     remote roots) are served by signal_dataset's reader with identical results;
     `stats` counts which path served each record.
+
+    `object_store` is passed to `signal_dataset.open` (a store configured for
+    another endpoint, say); by default the store comes from signal_dataset's
+    registry, as it does for `signal_dataset.open(uri)`.
     """
 
     def __init__(
@@ -84,6 +94,7 @@ class BatchReader:
         threads: int | None = None,
         verify_checksums: bool = True,
         max_open_files: int = 64,
+        object_store: ObjectStore | None = None,
     ) -> None:
         if not isinstance(uri, str | os.PathLike):
             raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
@@ -99,6 +110,7 @@ class BatchReader:
         self._threads = threads
         self._verify = bool(verify_checksums)
         self._max_open_files = max_open_files
+        self._object_store = object_store
         self._schema: Schema | None = None
         self._lock = threading.Lock()
         self._state: _ProcessState | None = None
@@ -113,7 +125,7 @@ class BatchReader:
             with self._lock:
                 state = self._state
                 if state is None or state.pid != os.getpid():
-                    state = _ProcessState(self._uri, self._verify, self._max_open_files)
+                    state = _ProcessState(self._uri, self._object_store, self._verify, self._max_open_files)
                     self._state = state
         return state
 
@@ -121,6 +133,7 @@ class BatchReader:
         state = self.__dict__.copy()
         state["_state"] = None
         state["_lock"] = None
+        state["_object_store"] = portable(self._object_store)
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
@@ -230,7 +243,7 @@ class BatchReader:
     def _read_into(self, ordinals: np.ndarray, schema: Schema, arrays: dict[str, np.ndarray]) -> None:
         state = self._process()
         if state.native is None:
-            fallback.fill(state.dataset, ordinals, np.arange(ordinals.size), schema, arrays)
+            state.fallback.fill(ordinals, np.arange(ordinals.size), schema, arrays)
             self.stats.fallback_records += int(ordinals.size)
             return
         assert state.table is not None
@@ -245,7 +258,7 @@ class BatchReader:
         )
         positions = np.flatnonzero(needs_fallback)
         if positions.size:
-            fallback.fill(state.dataset, ordinals[positions], positions, schema, arrays)
+            state.fallback.fill(ordinals[positions], positions, schema, arrays)
         self.stats.fallback_records += int(positions.size)
         self.stats.native_records += int(ordinals.size - positions.size)
 
@@ -265,9 +278,7 @@ class BatchReader:
             )
             metadata = json.loads(metadata_json)
         else:
-            record = state.dataset[ordinal]
-            available = fallback.record_fields(record)
-            metadata = dict(record.metadata)
+            available, metadata = state.fallback.probe(ordinal)
         fields = self._select(available, ordinal)
         clash = sorted({spec.name for spec in fields} & set(self._targets))
         if clash:

@@ -174,12 +174,10 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         self._local: _ProcessLocal | None = None
         # Open now, so a wrong URI or field name fails here rather than in a worker.
         reader = self._open().reader
-        # Probing record 0 checks fields= and targets= at once. Not through
-        # signal_dataset's own reader, though: once array_record has read in a
-        # process, persistent DataLoader workers forked from it crash (a bug
-        # upstream, reproduced with signal_dataset alone). Those datasets check
-        # their fields at the first batch instead.
-        if len(reader) > 0 and reader.native_unavailable_reason is None:
+        # Probing record 0 checks fields= and targets= at once. Safe before
+        # forking workers whatever the dataset: records only signal_dataset
+        # can read are read in a helper process, never in this one.
+        if len(reader) > 0:
             reader.schema  # noqa: B018
 
     # -- process-local state ------------------------------------------------

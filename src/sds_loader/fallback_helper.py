@@ -1,0 +1,89 @@
+"""The helper process behind `fallback`: signal_dataset's reader in a fresh interpreter.
+
+Started as `python -c "from sds_loader.fallback_helper import main; main()"` with pipes on stdin and
+stdout. A fresh interpreter rather than a fork, because the hazard is
+inherited: a process that has used array_record at all, writing a dataset
+included, forks children whose array_record reads crash. A plain subprocess
+also works from a daemonic DataLoader worker, which multiprocessing forbids to
+have children.
+
+The protocol is pickled frames, each prefixed by its length: first the
+dataset to open, then one `(function name, args)` call per request, each
+answered by `("ok", value)` or `("error", exception)`. The helper exits when
+its stdin closes, so it never outlives the process that started it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import sys
+from typing import BinaryIO
+
+_LENGTH = struct.Struct("<Q")
+
+
+def send(stream: BinaryIO, value: object) -> None:
+    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_LENGTH.pack(len(payload)))
+    stream.write(payload)
+    stream.flush()
+
+
+def receive(stream: BinaryIO) -> object:
+    """The next frame, or raise EOFError if the other side has gone."""
+    header = stream.read(_LENGTH.size)
+    if len(header) < _LENGTH.size:
+        raise EOFError
+    (length,) = _LENGTH.unpack(header)
+    payload = stream.read(length)
+    if len(payload) < length:
+        raise EOFError
+    return pickle.loads(payload)
+
+
+def _answerable(exc: BaseException) -> BaseException:
+    """`exc` if it survives pickling, else a RuntimeError saying what it was."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - any pickling failure means the same
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def main() -> None:
+    import signal_dataset as sds
+
+    from sds_loader import fallback
+    from sds_loader.stores import for_this_process
+
+    # Frames go to the original stdout; anything else printed goes to stderr.
+    requests = os.fdopen(os.dup(0), "rb")
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    try:
+        uri, store = receive(requests)
+    except EOFError:
+        return
+    try:
+        dataset = sds.open(uri, object_store=for_this_process(store))
+        send(answers, ("ok", None))
+    except BaseException as exc:  # noqa: BLE001 - reported to the caller
+        send(answers, ("error", _answerable(exc)))
+        return
+    while True:
+        try:
+            name, args = receive(requests)
+        except EOFError:
+            return
+        try:
+            value = getattr(fallback, name)(dataset, *args)
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller
+            send(answers, ("error", _answerable(exc)))
+        else:
+            send(answers, ("ok", value))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
