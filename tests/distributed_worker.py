@@ -1,7 +1,7 @@
 """One rank of the DistributedSampler test; run under torchrun, gloo backend, CPU.
 
 Usage: python -m torch.distributed.run --standalone --nproc_per_node=2 \
-           distributed_worker.py ROOT OUT_DIR EPOCHS
+           distributed_worker.py ROOT OUT_DIR EPOCHS [distributed|shard-aware]
 
 Each rank reads its share of the dataset through SDSTorchDataset and writes the
 ordinals it was served, per epoch, to OUT_DIR/rank-<r>.json for the test to check.
@@ -19,14 +19,18 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
-from sds_loader.torch import SDSTorchDataset, collate
+from sds_loader.torch import SDSTorchDataset, ShardAwareSampler, collate
 
 
-def main(root: str, out_dir: str, epochs: int) -> None:
+def main(root: str, out_dir: str, epochs: int, kind: str) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     dataset = SDSTorchDataset(root, targets={"index": "index"})
-    sampler = DistributedSampler(dataset, shuffle=True, seed=5)
+    # Neither sampler is told the rank: both take it from torch.distributed.
+    if kind == "shard-aware":
+        sampler = ShardAwareSampler(dataset, shuffle=True, seed=5, run_length=2, runs_mixed=2)
+    else:
+        sampler = DistributedSampler(dataset, shuffle=True, seed=5)
     loader = DataLoader(dataset, batch_size=4, sampler=sampler, collate_fn=collate)
     reference = sds.open(root)
     served = []
@@ -50,4 +54,4 @@ def main(root: str, out_dir: str, epochs: int) -> None:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "distributed")

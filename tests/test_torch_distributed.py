@@ -1,4 +1,4 @@
-"""DistributedSampler over SDSTorchDataset: two ranks under torchrun split each epoch."""
+"""Two ranks under torchrun split each epoch, with DistributedSampler or ShardAwareSampler."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def make_record(ordinal: int) -> sds.Record:
     )
 
 
-def test_two_ranks_split_every_epoch(tmp_path) -> None:
+@pytest.mark.parametrize("sampler", ["distributed", "shard-aware"])
+def test_two_ranks_split_every_epoch(tmp_path, sampler) -> None:
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_gloo_available():
@@ -44,7 +45,7 @@ def test_two_ranks_split_every_epoch(tmp_path) -> None:
     result = subprocess.run(
         [
             sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-            WORKER, str(root), str(out), str(EPOCHS),
+            WORKER, str(root), str(out), str(EPOCHS), sampler,
         ],
         capture_output=True, text=True, env=env, timeout=120,
     )

@@ -29,6 +29,7 @@ from torch.utils.data import default_collate as _default_collate
 from torch.utils.data import get_worker_info as _get_worker_info
 
 from sds_loader.reader import BatchReader
+from sds_loader.samplers import ShardAwareSampler
 from sds_loader.torch_buffers import (
     BufferSource,
     PagePool,
@@ -37,7 +38,7 @@ from sds_loader.torch_buffers import (
     read_tensors,
 )
 
-__all__ = ["Batch", "SDSTorchDataset", "collate"]
+__all__ = ["Batch", "SDSTorchDataset", "ShardAwareSampler", "collate"]
 
 
 class Batch(Sequence[dict[str, _torch.Tensor]]):

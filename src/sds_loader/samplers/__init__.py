@@ -1,0 +1,11 @@
+"""Samplers for DataLoaders over SDS datasets, all under one contract.
+
+`EpochSampler` is that contract (one order per seed and epoch, equal
+partitions across ranks, exact resume); `ShardAwareSampler` is its
+IO-locality-aware shuffle.
+"""
+
+from sds_loader.samplers.contract import EpochSampler
+from sds_loader.samplers.shard_aware import ShardAwareSampler
+
+__all__ = ["EpochSampler", "ShardAwareSampler"]
