@@ -3,9 +3,13 @@
 #ifndef SDS_LOADER_CODECS_H_
 #define SDS_LOADER_CODECS_H_
 
+#include <zstd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "byte_span.h"
 
 namespace sdsl {
 
@@ -21,9 +25,25 @@ const char* CompressionName(uint8_t type);
 
 // Decompresses `size` bytes at `src` (without Riegeli's size prefix) into
 // exactly `decoded_size` bytes at `dst`. Throws a corrupt error naming `what`
-// when the codec fails or yields any other length.
+// when the codec fails or yields any other length. `zstd_context`, when
+// given, is reused for zstd instead of a fresh one per call.
 void DecompressExact(uint8_t type, const uint8_t* src, size_t size, uint8_t* dst,
-                     size_t decoded_size, const char* what);
+                     size_t decoded_size, const char* what, ZSTD_DCtx* zstd_context = nullptr);
+
+// Streaming a zstd frame costs a buffer as large as the window its header
+// declares (up to 2 GiB with window_log:31), whatever the data; decoding it in
+// one shot into a buffer of its full decoded size costs nothing more. A frame
+// streams when its window is at most this, or at most its decoded size.
+constexpr uint64_t kZstdStreamWindow = uint64_t{8} << 20;
+
+// Checks the header of the zstd frame that `values` begins with against the
+// `decoded_size` the chunk declares, before anything is decoded; returns
+// whether streaming it stays within max(decoded_size, kZstdStreamWindow).
+bool ZstdFrameStreams(const Pieces& values, uint64_t decoded_size);
+
+// The window log limit a stream of `decoded_size` bytes is decoded under:
+// every frame ZstdFrameStreams accepts fits, and zstd itself refuses more.
+int ZstdStreamWindowLog(uint64_t decoded_size);
 
 }  // namespace sdsl
 

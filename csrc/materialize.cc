@@ -17,8 +17,8 @@ void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const 
   scratch->values.resize(static_cast<size_t>(parsed.decoded_size));
   if (parsed.compression == kNoCompression) {
     CopyFromPieces(parsed.values, 0, parsed.decoded_size, scratch->values.data());
-  } else if (parsed.compression == kZstd) {
-    ZstdStream stream(scratch->zstd, parsed.values, &scratch->discard);
+  } else if (parsed.compression == kZstd && ZstdFrameStreams(parsed.values, parsed.decoded_size)) {
+    ZstdStream stream(scratch->zstd, parsed.values, parsed.decoded_size, &scratch->discard);
     stream.Read(scratch->values.data(), parsed.decoded_size);
   } else {
     const uint8_t* input;
@@ -31,7 +31,8 @@ void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const 
       input = gathered.data();
     }
     DecompressExact(parsed.compression, input, static_cast<size_t>(parsed.values.total),
-                    scratch->values.data(), scratch->values.size(), "record values");
+                    scratch->values.data(), scratch->values.size(), "record values",
+                    scratch->zstd);
   }
   *values = scratch->values.data();
 }
@@ -39,8 +40,9 @@ void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const 
 std::unique_ptr<ValueStream> OpenValueStream(const SimpleChunk& parsed, Pieces* decoded,
                                              WorkerScratch* scratch) {
   if (parsed.compression == kNoCompression) return std::make_unique<PiecesStream>(parsed.values);
-  if (parsed.compression == kZstd) {
-    return std::make_unique<ZstdStream>(scratch->zstd, parsed.values, &scratch->discard);
+  if (parsed.compression == kZstd && ZstdFrameStreams(parsed.values, parsed.decoded_size)) {
+    return std::make_unique<ZstdStream>(scratch->zstd, parsed.values, parsed.decoded_size,
+                                        &scratch->discard);
   }
   const uint8_t* values;
   MaterializeValues(parsed, scratch, &values);

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "codecs.h"
 #include "reader_error.h"
 
 namespace sdsl {
@@ -19,9 +20,11 @@ void PiecesStream::Skip(uint64_t n) {
   position_ += n;
 }
 
-ZstdStream::ZstdStream(ZSTD_DCtx* context, const Pieces& input, std::vector<uint8_t>* discard)
+ZstdStream::ZstdStream(ZSTD_DCtx* context, const Pieces& input, uint64_t decoded_size,
+                       std::vector<uint8_t>* discard)
     : context_(context), input_(input), discard_(discard) {
   ZSTD_DCtx_reset(context_, ZSTD_reset_session_only);
+  ZSTD_DCtx_setParameter(context_, ZSTD_d_windowLogMax, ZstdStreamWindowLog(decoded_size));
 }
 
 void ZstdStream::Read(uint8_t* dst, uint64_t n) {

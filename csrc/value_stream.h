@@ -36,10 +36,12 @@ class PiecesStream final : public ValueStream {
 
 // A zstd frame fed from pieces, decompressed on demand into the caller's
 // destination. Skipped bytes go through a small fixed scratch buffer, so
-// memory stays bounded whatever the record sizes.
+// memory stays bounded whatever the record sizes. The frame must be one
+// ZstdFrameStreams accepts for `decoded_size`; zstd refuses a larger window.
 class ZstdStream final : public ValueStream {
  public:
-  ZstdStream(ZSTD_DCtx* context, const Pieces& input, std::vector<uint8_t>* discard);
+  ZstdStream(ZSTD_DCtx* context, const Pieces& input, uint64_t decoded_size,
+             std::vector<uint8_t>* discard);
   void Read(uint8_t* dst, uint64_t n) override;
   void Skip(uint64_t n) override;
 

@@ -51,8 +51,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
     const uint8_t* materialized = nullptr;
     if (parsed.compression == sdsl::kNoCompression) {
       stream = std::make_unique<sdsl::PiecesStream>(parsed.values);
-    } else if (parsed.compression == sdsl::kZstd) {
-      stream = std::make_unique<sdsl::ZstdStream>(scratch->zstd, parsed.values, &scratch->discard);
+    } else if (parsed.compression == sdsl::kZstd &&
+               sdsl::ZstdFrameStreams(parsed.values, parsed.decoded_size)) {
+      stream = std::make_unique<sdsl::ZstdStream>(scratch->zstd, parsed.values,
+                                                  parsed.decoded_size, &scratch->discard);
     } else {
       sdsl::MaterializeValues(parsed, scratch, &materialized);
       decoded_pieces.Append(materialized, static_cast<size_t>(parsed.decoded_size));

@@ -8,7 +8,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 # The C++ core links these; clang and its runtime build the fuzz targets.
-APT_PACKAGES="build-essential cmake pkg-config libzstd-dev libsnappy-dev libbrotli-dev libhighwayhash-dev nlohmann-json3-dev clang-14 libclang-rt-14-dev"
+APT_PACKAGES="build-essential cmake pkg-config libsnappy-dev libbrotli-dev libhighwayhash-dev nlohmann-json3-dev clang-14 libclang-rt-14-dev"
 missing=""
 for package in $APT_PACKAGES; do
     dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"

@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import re
 import struct
@@ -31,6 +29,7 @@ from sds_factory import (
     record_chunks,
     write_dataset,
 )
+from shard_surgery import riegeli_hash, varint
 
 import sds_loader
 
@@ -99,31 +98,6 @@ def test_memory_and_descriptors_stay_flat(many_shards):
 
 # -- a chunk that claims a huge record ----------------------------------------
 
-_KEY = (0x2F696C6567656952, 0x0A7364726F636572, 0x2F696C6567656952, 0x0A7364726F636572)
-
-
-def _highwayhash():
-    name = ctypes.util.find_library("highwayhash") or "libhighwayhash.so.0"
-    try:
-        library = ctypes.CDLL(name)
-    except OSError:
-        pytest.skip("libhighwayhash's shared library is not installed (libhighwayhash-dev)")
-    library.HighwayHash64.restype = ctypes.c_uint64
-    library.HighwayHash64.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p, ctypes.c_uint64]
-    key = (ctypes.c_uint64 * 4)(*_KEY)
-    return lambda data: library.HighwayHash64(key, data, len(data))
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def snappy_literal(payload: bytes, claimed: int | None = None) -> bytes:
     """A snappy stream of one literal; the preamble may claim another length."""
     assert 0 < len(payload) <= 60
@@ -168,7 +142,7 @@ def peak_resident_bytes() -> int:
 )
 @pytest.mark.parametrize("verify", [True, False], ids=["verified", "unverified"])
 def test_huge_decoded_size_is_refused_before_allocating(tmp_path, compression, options, claim, verify):
-    hash64 = _highwayhash()
+    hash64 = riegeli_hash
     root = tmp_path / "dataset"
     write_dataset(root, 4, partial(capture, samples=8), writer_options=options)
     (shard,) = data_shards(root)
