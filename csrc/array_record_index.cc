@@ -15,6 +15,7 @@
 namespace sdsl {
 namespace {
 
+constexpr uint64_t kArrayRecordVersion = 1;
 constexpr uint64_t kPostscriptMagic = 0x71930e704fdae05eULL;
 // Every Riegeli/records file opens with the same 64 bytes: the first block
 // header and the signature chunk.
@@ -164,7 +165,7 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
   }
   DecodeWholeChunk(chunk, max_decoded + 1024, &parsed, &values);
 
-  uint64_t num_chunks = 0, num_records = 0;
+  uint64_t num_chunks = 0, num_records = 0, version = 0;
   bool has_metadata = false;
   ForEachField(values.data(), values.data() + parsed.sizes[0], "footer metadata",
                [&](const ProtoField& field) {
@@ -172,7 +173,9 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
                  has_metadata = true;
                  ForEachField(field.bytes, field.bytes + field.length, "footer metadata",
                               [&](const ProtoField& inner) {
-                                if (inner.number == 2 && inner.wire_type == 0) {
+                                if (inner.number == 1 && inner.wire_type == 0) {
+                                  version = inner.varint;
+                                } else if (inner.number == 2 && inner.wire_type == 0) {
                                   num_chunks = inner.varint;
                                 } else if (inner.number == 3 && inner.wire_type == 0) {
                                   num_records = inner.varint;
@@ -184,6 +187,11 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
                               });
                });
   if (!has_metadata) Corrupt("footer lacks its ArrayRecord metadata");
+  // Version 1 is the only footer layout array_record writes or reads.
+  if (version != kArrayRecordVersion) {
+    Corrupt("footer declares ArrayRecord version " + std::to_string(version) +
+            "; this reader knows version " + std::to_string(kArrayRecordVersion));
+  }
   if (num_chunks != parsed.sizes.size() - 1) {
     Corrupt("footer lists " + std::to_string(parsed.sizes.size() - 1) + " chunks but declares " +
             std::to_string(num_chunks));

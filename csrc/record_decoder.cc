@@ -31,11 +31,15 @@ uint64_t ReadHeader(ValueStream& stream, uint64_t record_size, RecordScratch* sc
   scratch->header.resize(static_cast<size_t>(header_size));
   stream.Read(scratch->header.data(), header_size);
   const uint64_t data_size = record_size - 8 - header_size;
-  if (scratch->parsed_data_size != data_size || scratch->parsed_from != scratch->header) {
-    scratch->parsed_from.clear();  // a parse that throws leaves no stale cache
+  if (!scratch->parsed_valid || scratch->parsed_data_size != data_size ||
+      scratch->parsed_from != scratch->header) {
+    // A parse that throws leaves `parsed` half filled: mark it unusable first,
+    // so that no later record (this scratch is pooled) matches it.
+    scratch->parsed_valid = false;
     ParseSafeTensorsHeader(scratch->header.data(), header_size, data_size, &scratch->parsed);
     scratch->parsed_from = scratch->header;
     scratch->parsed_data_size = data_size;
+    scratch->parsed_valid = true;
   }
   const TensorEntry* descriptor = scratch->parsed.Find(kDescriptorTensor);
   if (descriptor == nullptr || descriptor->dtype != "U8" || descriptor->shape.size() != 1) {
@@ -80,6 +84,7 @@ void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& 
       scratch->descriptor.resize(static_cast<size_t>(size));
       stream.Read(scratch->descriptor.data(), size);
       ParseDescriptor(scratch->descriptor.data(), size, &scratch->described);
+      CheckDescriptorTensors(scratch->described, parsed);
       described = true;
     } else {
       stream.Skip(size);
@@ -115,6 +120,7 @@ ByteSpan DescribeRecord(const uint8_t* record, uint64_t size, RecordScratch* scr
   const ByteSpan bytes{record + data_begin + descriptor->begin,
                        static_cast<size_t>(descriptor->end - descriptor->begin)};
   ParseDescriptor(bytes.data, bytes.size, &scratch->described);
+  CheckDescriptorTensors(scratch->described, scratch->parsed);
   return bytes;
 }
 

@@ -40,6 +40,7 @@ struct RecordScratch {
   // one parsed is kept so that an identical header is not parsed again.
   std::vector<uint8_t> parsed_from;
   uint64_t parsed_data_size = 0;
+  bool parsed_valid = false;  // false while `parsed` is being (re)built
   std::vector<uint8_t> descriptor;
   SafeTensorsHeader parsed;
   Descriptor described;

@@ -21,14 +21,22 @@ struct MetadataValue {
 
 struct Descriptor {
   std::vector<std::pair<std::string, std::string>> fields;  // field name -> tensor key, sorted
+  std::vector<std::vector<uint64_t>> axis_lengths;          // per entry of `fields`
   std::vector<MetadataValue> metadata;                      // the top-level metadata entries
   const std::string* TensorOf(const std::string& field) const;
 };
 
-// Parsed as a stream of JSON events, keeping only the field map and the
-// metadata's scalars: a descriptor is read for every record, and building a
-// whole document for it cost as much as hashing the record.
+// Checks the descriptor as signal_dataset's decoder does (required keys and
+// their types, axes, coordinates, metadata objects, shared axis ids), keeping
+// the field map, each field's axis lengths and the metadata's scalars. Whatever
+// signal_dataset refuses as a malformed descriptor is a corrupt error here.
 void ParseDescriptor(const uint8_t* json, uint64_t size, Descriptor* out);
+
+struct SafeTensorsHeader;
+// The descriptor against its record's tensors: every field's tensor present
+// with one axis per dimension of the same length, and every tensor but the
+// descriptor's own claimed by some field.
+void CheckDescriptorTensors(const Descriptor& descriptor, const SafeTensorsHeader& header);
 
 // The descriptor's metadata object as JSON text (for learning target kinds).
 std::string DescriptorMetadataJson(const uint8_t* json, uint64_t size);

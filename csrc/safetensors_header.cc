@@ -2,52 +2,15 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "byte_io.h"
 #include "reader_error.h"
+#include "strict_json.h"
 
 namespace sdsl {
 namespace {
 
 using nlohmann::json;
-
-// Deeper nesting than any SafeTensors header or descriptor needs; the bound
-// keeps a hostile document from exhausting the stack.
-constexpr int kMaxJsonDepth = 64;
-
-// Parses with nlohmann's callback so that duplicate keys and deep nesting are
-// refused instead of silently resolved.
-json ParseStrict(const uint8_t* data, uint64_t size, const char* what) {
-  std::vector<std::set<std::string>> seen;
-  auto callback = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
-    if (depth > kMaxJsonDepth) {
-      Corrupt(std::string(what) + " nests deeper than " + std::to_string(kMaxJsonDepth));
-    }
-    switch (event) {
-      case json::parse_event_t::object_start:
-        seen.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!seen.empty()) seen.pop_back();
-        break;
-      case json::parse_event_t::key:
-        if (!seen.empty() && !seen.back().insert(parsed.get<std::string>()).second) {
-          Corrupt(std::string(what) + " repeats the key \"" + parsed.get<std::string>() + "\"");
-        }
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    const char* begin = reinterpret_cast<const char*>(data);
-    return json::parse(begin, begin + size, callback);
-  } catch (const json::exception& error) {
-    Corrupt(std::string(what) + " is not valid JSON: " + error.what());
-  }
-}
 
 bool AsU64(const json& value, uint64_t* out) {
   if (value.is_number_unsigned()) {
@@ -63,10 +26,12 @@ bool AsU64(const json& value, uint64_t* out) {
 
 }  // namespace
 
+// The dtypes signal_dataset reads: safetensors has more (BF16, F8_*), but
+// numpy, and so signal_dataset, cannot load them.
 uint64_t DtypeItemSize(const std::string& dtype) {
   static const std::pair<const char*, uint64_t> kSizes[] = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"U16", 2}, {"I16", 2}, {"F16", 2},  {"BF16", 2},
-      {"U32", 4},  {"I32", 4}, {"F32", 4}, {"U64", 8}, {"I64", 8}, {"F64", 8}, {"C64", 8},
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"U16", 2}, {"I16", 2}, {"F16", 2},  {"U32", 4},
+      {"I32", 4},  {"F32", 4}, {"U64", 8}, {"I64", 8}, {"F64", 8}, {"C64", 8},
   };
   for (const auto& [name, size] : kSizes) {
     if (dtype == name) return size;
@@ -84,10 +49,20 @@ const TensorEntry* SafeTensorsHeader::Find(const std::string& key) const {
 void ParseSafeTensorsHeader(const uint8_t* text, uint64_t size, uint64_t data_size,
                             SafeTensorsHeader* out) {
   out->tensors.clear();
-  const json header = ParseStrict(text, size, "SafeTensors header");
+  const json header = ParseStrictJson(text, size, "SafeTensors header");
   if (!header.is_object()) Corrupt("SafeTensors header is not a JSON object");
   for (const auto& [key, spec] : header.items()) {
-    if (key == "__metadata__") continue;
+    if (key == "__metadata__") {
+      // safetensors reads it as a map of strings, and refuses anything else.
+      if (spec.is_null()) continue;
+      if (!spec.is_object()) Corrupt("SafeTensors __metadata__ is not an object");
+      for (const auto& item : spec.items()) {
+        if (!item.value().is_string()) {
+          Corrupt("SafeTensors __metadata__ \"" + item.key() + "\" is not a string");
+        }
+      }
+      continue;
+    }
     const std::string where = "SafeTensors tensor \"" + key + "\"";
     if (!spec.is_object()) Corrupt(where + " is not an object");
     TensorEntry entry;
@@ -126,11 +101,20 @@ void ParseSafeTensorsHeader(const uint8_t* text, uint64_t size, uint64_t data_si
             [](const TensorEntry& a, const TensorEntry& b) {
               return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
             });
-  for (size_t i = 1; i < out->tensors.size(); ++i) {
-    if (out->tensors[i].begin < out->tensors[i - 1].end) {
-      Corrupt("SafeTensors tensors \"" + out->tensors[i - 1].key + "\" and \"" +
-              out->tensors[i].key + "\" overlap");
+  // safetensors itself requires the tensors to tile the data exactly: no
+  // overlap, no gap, nothing after the last.
+  uint64_t covered = 0;
+  for (const TensorEntry& tensor : out->tensors) {
+    if (tensor.begin != covered) {
+      Corrupt("SafeTensors tensor \"" + tensor.key + "\" begins at byte " +
+              std::to_string(tensor.begin) + " where the tensors before it end at " +
+              std::to_string(covered));
     }
+    covered = tensor.end;
+  }
+  if (covered != data_size) {
+    Corrupt("SafeTensors tensors cover " + std::to_string(covered) + " of the record's " +
+            std::to_string(data_size) + " data bytes");
   }
 }
 

@@ -30,9 +30,10 @@ struct SafeTensorsHeader {
 // Item size of a SafeTensors dtype name, or 0 when this reader does not know it.
 uint64_t DtypeItemSize(const std::string& dtype);
 
-// `data_size` is the record's size after the header. Checks: a JSON object,
-// no duplicate keys, known dtypes, shape x itemsize equal to the byte range,
-// every range inside the record, no two ranges overlapping.
+// `data_size` is the record's size after the header. Checks what safetensors
+// and signal_dataset check: a strict JSON object, known dtypes, shape x
+// itemsize equal to the byte range, ranges that tile the data exactly, and a
+// __metadata__ of strings.
 void ParseSafeTensorsHeader(const uint8_t* json, uint64_t size, uint64_t data_size,
                             SafeTensorsHeader* out);
 

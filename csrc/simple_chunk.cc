@@ -55,7 +55,7 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size,
     uint64_t decoded_sizes_size;
     const uint8_t* p = sizes_begin;
     if (!ReadVarint64(&p, sizes_end, &decoded_sizes_size)) Corrupt("malformed record sizes");
-    if (decoded_sizes_size > 10 * header.num_records) {
+    if (decoded_sizes_size > 10 * header.num_records || decoded_sizes_size < header.num_records) {
       Corrupt("record sizes claim " + std::to_string(decoded_sizes_size) + " bytes for " +
               std::to_string(header.num_records) + " records");
     }
@@ -64,6 +64,12 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size,
                     scratch->size(), "record sizes");
     sizes_begin = scratch->data();
     sizes_end = sizes_begin + scratch->size();
+  }
+  // Every record's size takes at least one byte: a count the sizes cannot
+  // hold is refused before anything is allocated for it.
+  if (header.num_records > static_cast<uint64_t>(sizes_end - sizes_begin)) {
+    Corrupt("chunk claims " + std::to_string(header.num_records) + " records but holds " +
+            std::to_string(sizes_end - sizes_begin) + " bytes of record sizes");
   }
   out->sizes.resize(static_cast<size_t>(header.num_records));
   out->offsets.resize(static_cast<size_t>(header.num_records));

@@ -132,3 +132,69 @@ class ShardImage:
     def save(self, path: str | None = None) -> None:
         with open(path or self.path, "wb") as file:
             file.write(self.data)
+
+
+# -- whole records, rewritten through array_record's own writer ---------------
+
+
+def read_payloads(path: str) -> list[bytes]:
+    """Every record of a shard, as stored."""
+    from array_record.python.array_record_data_source import ArrayRecordDataSource
+
+    source = ArrayRecordDataSource([path])
+    try:
+        return [source[i] for i in range(len(source))]
+    finally:
+        source.__exit__(None, None, None)
+
+
+def write_payloads(path: str, payloads: list[bytes], options: str = "group_size:1") -> None:
+    """Replace a shard with `payloads`, written (and hashed) by array_record
+    itself, so that only the records' contents differ from a real shard."""
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    writer = ArrayRecordWriter(path + ".new", options)
+    for payload in payloads:
+        writer.write(payload)
+    writer.close()
+    import os
+
+    os.replace(path + ".new", path)
+
+
+def safetensors_parts(payload: bytes) -> tuple[dict, bytes]:
+    """A record's SafeTensors header (parsed) and the data after it."""
+    import json
+
+    (size,) = struct.unpack("<Q", payload[:8])
+    return json.loads(payload[8 : 8 + size]), payload[8 + size :]
+
+
+def safetensors_record(header: dict, data: bytes) -> bytes:
+    import json
+
+    text = json.dumps(header, separators=(",", ":")).encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def with_descriptor(payload: bytes, edit) -> bytes:
+    """The record with its descriptor JSON replaced by `edit(descriptor)`'s
+    result (a dict, or bytes taken as they are), tensors unchanged."""
+    import json
+
+    header, data = safetensors_parts(payload)
+    begin, end = header["__sds_descriptor__"]["data_offsets"]
+    descriptor = edit(json.loads(data[begin:end]))
+    text = descriptor if isinstance(descriptor, bytes) else json.dumps(descriptor).encode()
+    tensors = {key: data[spec["data_offsets"][0] : spec["data_offsets"][1]] for key, spec in header.items() if key != "__metadata__"}
+    tensors["__sds_descriptor__"] = text
+    new_header, new_data, offset = {}, b"", 0
+    for key, spec in header.items():
+        if key == "__metadata__":
+            continue
+        blob = tensors[key]
+        shape = [len(blob)] if key == "__sds_descriptor__" else spec["shape"]
+        new_header[key] = {"dtype": spec["dtype"], "shape": shape, "data_offsets": [offset, offset + len(blob)]}
+        new_data += blob
+        offset += len(blob)
+    return safetensors_record(new_header, new_data)
