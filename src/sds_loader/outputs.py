@@ -65,4 +65,18 @@ def adopt(out: Mapping[str, object], schema: Schema, batch: int) -> dict[str, np
         if not array.flags.writeable:
             raise ValueError(f"out[{name!r}] is read-only; pass a writable buffer")
         arrays[name] = array
+    _refuse_overlap(arrays)
     return arrays
+
+
+def _refuse_overlap(arrays: dict[str, np.ndarray]) -> None:
+    """Two out= buffers sharing memory would each receive the other's rows:
+    refuse them, naming both, before anything is written."""
+    names = sorted(arrays)
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            if arrays[first].nbytes and np.shares_memory(arrays[first], arrays[second]):
+                raise ValueError(
+                    f"out[{first!r}] and out[{second!r}] share memory; every field and "
+                    "target needs a buffer of its own"
+                )

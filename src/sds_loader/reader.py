@@ -203,6 +203,12 @@ class BatchReader:
         buffers are checked in full before any byte is written, then filled and
         returned; `allocator` instead supplies fresh buffers (shared or pinned
         memory, say) when the reader allocates.
+
+        When the read raises (a corrupt record, say), `out` buffers that passed
+        the checks may already hold some rows, and the failing record's row may
+        be partly written: their contents are undefined until a read into them
+        succeeds. Avoiding that would mean decoding every batch into scratch
+        first and copying it, which costs a pass over every byte read.
         """
         ordinals = normalize(indices, len(self))
         schema = self._schema
