@@ -1,0 +1,129 @@
+"""Damaged shards, read by signal_dataset and by BatchReader side by side.
+
+One record chunk of a real shard is damaged (chunk header fields, record
+sizes, SafeTensors headers, descriptors, tensor bytes, compressed bytes) and
+its header and data hashes are rewritten to match, so that the damage reaches
+the parsers as it would from a crafted file. Every record is then read with
+both readers. sds_loader may refuse more than signal_dataset (those cases are
+counted and printed), but whatever it returns must be what signal_dataset
+returns, and where signal_dataset raises, only the pristine record.
+
+The default run takes a fixed sample of damages per layout; set
+SDS_LOADER_LONG_DIFFERENTIAL=1 for every byte of the chunk, with several bits
+each (minutes).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import shutil
+import zlib
+from functools import partial
+
+import pytest
+import signal_dataset as sds
+
+import sds_loader
+from sds_factory import capture, data_shards, record_chunks, write_dataset
+from shard_surgery import ChunkHeader, ShardImage, simple_chunk_layout
+
+LONG = os.environ.get("SDS_LOADER_LONG_DIFFERENTIAL") == "1"
+RECORDS = 4
+VICTIM_CHUNK = 1
+
+LAYOUTS = [
+    "group_size:1",
+    "group_size:3,zstd:3",
+    "group_size:1,zstd:19,window_log:30",
+    "group_size:1,uncompressed",
+    "group_size:2,uncompressed",
+    "group_size:2,snappy",
+    "group_size:1,brotli:6",
+]
+if LONG:
+    LAYOUTS += ["group_size:4,zstd:-3", "group_size:3,snappy", "group_size:2,brotli:11,window_log:20"]
+
+def damages(header: ChunkHeader, payload: bytes, seed: int):
+    """(name, header, payload) triples: header fields, then flipped bits."""
+    yield "num_records+1", ChunkHeader(**{**header.__dict__, "num_records": header.num_records + 1}), payload
+    if header.num_records > 1:
+        yield "num_records-1", ChunkHeader(**{**header.__dict__, "num_records": header.num_records - 1}), payload
+    for delta in (-1, 1):
+        changed = ChunkHeader(**{**header.__dict__, "decoded_data_size": header.decoded_data_size + delta})
+        yield f"decoded_data_size{delta:+d}", changed, payload
+    layout = simple_chunk_layout(payload)
+    regions = {
+        "compression": range(0, 1),
+        "sizes": range(layout.sizes_begin, layout.sizes_end),
+        "values": range(layout.values_begin, layout.values_end),
+    }
+    if layout.compression == 0:
+        # Uncompressed: aim at the first record's parts as well.
+        values = layout.values_begin
+        regions["length prefix"] = range(values, values + 8)
+        regions["safetensors header"] = range(values + 8, values + 8 + min(200, layout.values_end - values - 8))
+    rng = random.Random(seed)
+    for region, positions in regions.items():
+        if LONG:
+            picks = [(p, bit) for p in positions for bit in (0, 3, 7)]
+        else:
+            picks = [(rng.choice(positions), rng.randrange(8)) for _ in range(min(6, len(positions)))]
+        for position, bit in picks:
+            damaged = bytearray(payload)
+            damaged[position] ^= 1 << bit
+            yield f"{region} byte {position} bit {bit}", header, bytes(damaged)
+
+
+def reference_read(root, ordinal):
+    try:
+        return sds.open(os.fspath(root))[ordinal]["samples"].data.tobytes(), None
+    except Exception as exc:  # noqa: BLE001 - any refusal counts as one
+        return None, exc
+
+
+def loader_read(root, ordinal):
+    try:
+        reader = sds_loader.BatchReader(root, fields=["samples"], threads=1)
+        return reader.read([ordinal])["samples"][0].tobytes(), None
+    except (sds_loader.CorruptShardError, sds_loader.MixedShapesError) as exc:
+        return None, exc
+
+
+@pytest.mark.parametrize("options", LAYOUTS)
+def test_damage_never_yields_bytes_signal_dataset_would_not(tmp_path, options):
+    pristine_root = tmp_path / "pristine"
+    write_dataset(pristine_root, RECORDS, partial(capture, samples=24), writer_options=options)
+    reference = sds.open(os.fspath(pristine_root))
+    pristine = [reference[i]["samples"].data.tobytes() for i in range(RECORDS)]
+    root = tmp_path / "damaged"
+    shutil.copytree(pristine_root, root)
+    (shard,) = data_shards(root)
+    original = ShardImage(shard)
+    victim = record_chunks(shard)[VICTIM_CHUNK]
+    header, payload = original.chunk(victim)
+
+    counts = collections.Counter()
+    wrong = []
+    for name, damaged_header, damaged_payload in damages(header, payload, seed=zlib.crc32(options.encode())):
+        image = ShardImage(shard)
+        image.data[:] = original.data
+        image.replace(victim, damaged_header, damaged_payload)
+        image.save()
+        for ordinal in range(RECORDS):
+            counts["cases"] += 1
+            expected, refused = reference_read(root, ordinal)
+            got, error = loader_read(root, ordinal)
+            if got is None:
+                counts["both raise" if refused else "sds_loader stricter"] += 1
+            elif refused is not None and got != pristine[ordinal]:
+                wrong.append((name, ordinal, f"signal_dataset raised {refused!r}"))
+            elif refused is None and got != expected:
+                wrong.append((name, ordinal, "bytes differ from signal_dataset's"))
+            else:
+                counts["identical" if refused is None else "pristine where signal_dataset raises"] += 1
+    counts["wrong bytes"] = len(wrong)
+    print(f"\n{options}: " + ", ".join(f"{key} {value}" for key, value in sorted(counts.items())))
+    assert not wrong, wrong[:10]
+    assert counts["cases"] > 0 and counts["both raise"] > 0, counts
