@@ -2,8 +2,9 @@
 
 Writes a labeled dataset of synthetic captures (BPSK, QPSK, 16-QAM and
 tone-modulated FM, each with a random phase, a small frequency offset and
-white noise at a random SNR) with signal_dataset, then trains a 1-D CNN on it
-through a DataLoader for a few epochs, printing loss and accuracy per epoch.
+white noise at one of several SNRs: what `sds-loader synth` writes) with
+signal_dataset, then trains a 1-D CNN on it through a DataLoader for a few
+epochs, printing loss and accuracy per epoch.
 
     python examples/train_classifier.py --records 4096 --epochs 5 --num-workers 2
 
@@ -21,74 +22,12 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-import numpy as np
-import signal_dataset as sds
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, random_split
 
+from sds_loader.synthetic import MODULATIONS, write_captures
 from sds_loader.torch import SDSTorchDataset, collate
-
-MODULATIONS = ("bpsk", "qpsk", "16qam", "fm")
-SAMPLES_PER_SYMBOL = 8
-
-
-# -- the dataset ----------------------------------------------------------------
-
-
-def synthesize(label: int, length: int, rng: np.random.Generator) -> tuple[np.ndarray, float]:
-    """One capture of modulation `label`, unit signal power plus noise; returns it and its SNR."""
-    symbols = -(-length // SAMPLES_PER_SYMBOL)
-    name = MODULATIONS[label]
-    if name == "bpsk":
-        points = rng.choice([-1.0, 1.0], symbols).astype(np.complex128)
-    elif name == "qpsk":
-        points = np.exp(1j * (np.pi / 4 + np.pi / 2 * rng.integers(0, 4, symbols)))
-    elif name == "16qam":
-        levels = np.array([-3.0, -1.0, 1.0, 3.0])
-        points = (rng.choice(levels, symbols) + 1j * rng.choice(levels, symbols)) / np.sqrt(10)
-    else:  # FM by a tone: constant envelope, phase follows the integral of a sine
-        t = np.arange(length)
-        tone = rng.uniform(0.005, 0.02)
-        deviation = rng.uniform(0.05, 0.15)
-        signal = np.exp(1j * 2 * np.pi * deviation * np.cumsum(np.sin(2 * np.pi * tone * t)))
-    if name != "fm":
-        signal = np.repeat(points, SAMPLES_PER_SYMBOL)[:length]
-        signal = np.convolve(signal, np.ones(3) / 3, mode="same")  # soften symbol edges
-        signal /= np.sqrt(np.mean(np.abs(signal) ** 2))
-    offset = rng.uniform(-0.01, 0.01)
-    signal = signal * np.exp(1j * (2 * np.pi * offset * np.arange(length) + rng.uniform(0, 2 * np.pi)))
-    snr_db = float(rng.uniform(0.0, 20.0))
-    noise_power = 10 ** (-snr_db / 10)
-    noise = np.sqrt(noise_power / 2) * (rng.standard_normal(length) + 1j * rng.standard_normal(length))
-    return (signal + noise).astype(np.complex64), snr_db
-
-
-def make_record(ordinal: int, length: int, seed: int) -> sds.Record:
-    rng = np.random.default_rng([seed, ordinal])
-    label = int(rng.integers(0, len(MODULATIONS)))
-    samples, snr_db = synthesize(label, length, rng)
-    return sds.Record(
-        id=f"capture-{ordinal:07d}",
-        fields={"samples": sds.Field(samples, axes=(sds.Axis("time", length),))},
-        metadata={"label": label, "modulation": MODULATIONS[label], "snr_db": snr_db},
-    )
-
-
-def write_captures(root: str, records: int, length: int, seed: int, per_shard: int = 1024) -> None:
-    """Publish `records` synthetic captures at `root`, in shards of `per_shard`."""
-    shards = []
-    for number, start in enumerate(range(0, records, per_shard)):
-        stop = min(start + per_shard, records)
-        shards.append(
-            sds.write_shard(
-                (make_record(i, length, seed) for i in range(start, stop)),
-                root,
-                work_id=f"{number:06d}",
-            )
-        )
-    sds.publish(root, shards, dataset_id="synthetic-modulations", snapshot_id="v1")
-
 
 # -- the model ------------------------------------------------------------------
 

@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
-# Installs everything sds-loader needs on a fresh Debian machine, then builds
-# the extension in place. Safe to run again: each step is a no-op when done.
+# Installs everything sds-loader needs on a fresh Debian or Ubuntu machine,
+# builds the extension in place, then runs the rest of its command line, if
+# any, inside the Python environment it installed into:
+#
+#     bash scripts/bootstrap.sh                       # set up only
+#     bash scripts/bootstrap.sh sds-loader bench      # set up, then benchmark
+#     bash scripts/bootstrap.sh python -m pytest -q   # set up, then test
+#
+# Which environment: $PYTHON's, when set (installs into that interpreter's
+# environment, whatever it is); else the active virtual or conda environment;
+# else a project environment in .venv, made from `python3` on PATH. The last
+# is what a stock Debian 12 or Ubuntu 24.04 gets, whose system Python refuses
+# pip installs (PEP 668, "externally managed"). Safe to run again: each step
+# is a no-op when done, except the extension's incremental rebuild.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
-# The C++ core links these; clang and its runtime build the fuzz targets.
-APT_PACKAGES="build-essential cmake pkg-config libsnappy-dev libbrotli-dev libhighwayhash-dev nlohmann-json3-dev clang-14 libclang-rt-14-dev"
+# The C++ core links these (zstd is vendored); python3-dev and python3-venv
+# let the system Python build the extension and make .venv; clang and its
+# runtime build the fuzz targets.
+APT_PACKAGES="build-essential cmake pkg-config libsnappy-dev libbrotli-dev libhighwayhash-dev nlohmann-json3-dev python3-dev python3-venv clang-14 libclang-rt-14-dev"
 missing=""
 for package in $APT_PACKAGES; do
     dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"
@@ -18,10 +32,33 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
 fi
 
-PYTHON="${PYTHON:-python3}"
+if [ -n "${PYTHON:-}" ]; then
+    PY="$PYTHON"
+elif [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then
+    PY="$VIRTUAL_ENV/bin/python"
+elif [ -n "${CONDA_PREFIX:-}" ] && [ -x "$CONDA_PREFIX/bin/python" ]; then
+    PY="$CONDA_PREFIX/bin/python"
+else
+    # A broken .venv (its interpreter removed or upgraded away) is made again.
+    if ! .venv/bin/python -c "" >/dev/null 2>&1; then
+        echo "bootstrap: making a virtual environment in $PWD/.venv"
+        rm -rf .venv
+        python3 -m venv .venv
+    fi
+    PY="$PWD/.venv/bin/python"
+fi
+
 # torch 2.13.0's CPU build: an unpinned torch would pull a multi-GB CUDA build.
-"$PYTHON" -m pip install -q "torch==2.13.0" "numpy<2.5" "scikit-build-core>=0.10" "pybind11>=2.12" ninja
+"$PY" -m pip install -q "torch==2.13.0" "numpy<2.5" "scikit-build-core>=0.10" "pybind11>=2.12" ninja
 # torchdata 0.11 (StatefulDataLoader) asks only for torch>=2; without --no-deps a
 # resolver could still swap torch for another build.
-"$PYTHON" -m pip install -q --no-deps "torchdata==0.11.0"
-"$PYTHON" -m pip install -q --no-build-isolation -e ".[test,bench,torch]"
+"$PY" -m pip install -q --no-deps "torchdata==0.11.0"
+"$PY" -m pip install -q --no-build-isolation -e ".[test,bench,torch]"
+
+if [ $# -gt 0 ]; then
+    # The environment's own entry points first on PATH; `python` and
+    # `python3` mean exactly the interpreter installed into.
+    BIN="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("scripts"))')"
+    case "$1" in python | python3) shift; set -- "$PY" "$@" ;; esac
+    PATH="$BIN:$PATH" exec "$@"
+fi

@@ -1,7 +1,16 @@
 """sds-loader: batches of signal_dataset records, read natively into model buffers."""
 
-from sds_loader.errors import CorruptShardError, MixedShapesError, TargetError
+from sds_loader.dataset_root import DatasetNotFoundError
+from sds_loader.errors import CorruptShardError, MixedShapesError, TargetError, UnknownNameError
 from sds_loader.reader import BatchReader, ReadStats
 
-__all__ = ["BatchReader", "CorruptShardError", "MixedShapesError", "ReadStats", "TargetError"]
+__all__ = [
+    "BatchReader",
+    "CorruptShardError",
+    "DatasetNotFoundError",
+    "MixedShapesError",
+    "ReadStats",
+    "TargetError",
+    "UnknownNameError",
+]
 __version__ = "0.1.0"

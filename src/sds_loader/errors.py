@@ -32,6 +32,42 @@ class TargetError(ValueError):
     """A requested target is missing from a record's metadata or is not a scalar."""
 
 
+class UnknownNameError(ValueError):
+    """A field or metadata key the caller selected is not in the record read.
+
+    Raised when the reader is made (from record 0) or when a batch meets a
+    record without it. The message names the argument that selected it
+    (`argument`, such as ``"fields="``) and the names the record does carry
+    (`available`), so that the fix is a matter of picking one of them.
+    """
+
+    kind = "field"
+
+    def __init__(self, *, argument: str, name: str, available: list[str], ordinal: int, uri: str) -> None:
+        self.argument = argument
+        self.name = name
+        self.available = sorted(available)
+        self.ordinal = ordinal
+        self.uri = uri
+        shown = ", ".join(map(repr, self.available)) or "none"
+        super().__init__(
+            f"{argument} names {name!r}, but record {ordinal} of {uri} has no {self.kind} "
+            f"{name!r}; its {self.kind}s are {shown}. Pass {argument} with one of those."
+        )
+
+    def passed_as(self, argument: str) -> UnknownNameError:
+        """The same error, naming the argument as the caller spelled it (``"inputs="``, say)."""
+        return type(self)(
+            argument=argument, name=self.name, available=self.available, ordinal=self.ordinal, uri=self.uri
+        )
+
+
+class UnknownTargetError(UnknownNameError, TargetError):
+    """A target key the caller selected is not in the record's metadata."""
+
+    kind = "metadata key"
+
+
 class SchemaMismatch(Exception):
     """Raised by the native core when a record disagrees with the assumed schema.
 

@@ -9,15 +9,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import signal_dataset as sds
+from signal_dataset import CorruptDatasetError
 from signal_dataset.storage import ObjectStore
 
 from sds_loader import fallback
 from sds_loader.addressing import ShardTable, native_unavailable_reason, shard_table
-from sds_loader.errors import MixedShapesError, SchemaMismatch
+from sds_loader.dataset_root import open_dataset
+from sds_loader.errors import MixedShapesError, SchemaMismatch, UnknownNameError, UnknownTargetError
 from sds_loader.indices import normalize, normalize_one
 from sds_loader.outputs import Allocator, adopt, allocate
-from sds_loader.schema import FieldSpec, Schema, TargetSpec, raise_missing, target_kind
+from sds_loader.schema import FieldSpec, Schema, TargetSpec, target_kind
 from sds_loader.stores import for_this_process, portable
 
 
@@ -50,7 +51,7 @@ class _ProcessState:
 
         self.pid = os.getpid()
         store = for_this_process(object_store)
-        self.dataset = sds.open(uri, object_store=store)
+        self.dataset = open_dataset(uri, object_store=store)
         self.fallback = fallback.FallbackReader(uri, self.dataset.object_store)
         self.native_reason = native_unavailable_reason(self.dataset)
         self.table: ShardTable | None = None
@@ -115,7 +116,22 @@ class BatchReader:
         self._lock = threading.Lock()
         self._state: _ProcessState | None = None
         self.stats = ReadStats()
-        self._process()
+        self._check_names()
+
+    def _check_names(self) -> None:
+        """Check fields= and targets= against record 0, so a typo fails here, not in a worker.
+
+        Safe before forking DataLoader workers whatever the dataset: records
+        only signal_dataset can read are read in a helper process. A corrupt
+        record 0 is left to the first batch that holds it, so that the rest
+        of its dataset stays readable.
+        """
+        if len(self._process().dataset) == 0:
+            return
+        try:
+            self._schema = self._probe(0)
+        except CorruptDatasetError:
+            pass
 
     # -- process-local state ------------------------------------------------
 
@@ -303,16 +319,16 @@ class BatchReader:
         by_name = {spec.name: spec for spec in available}
         missing = [name for name in self._fields if name not in by_name]
         if missing:
-            raise ValueError(
-                f"record {ordinal} has no field {missing[0]!r}; its fields are "
-                f"{sorted(by_name)}. Pass fields= with names every record carries."
+            raise UnknownNameError(
+                argument="fields=", name=missing[0], available=list(by_name), ordinal=ordinal, uri=self._uri
             )
         return tuple(by_name[name] for name in self._fields)
 
-    @staticmethod
-    def _target_spec(key: str, metadata: Mapping[str, object], ordinal: int) -> TargetSpec:
+    def _target_spec(self, key: str, metadata: Mapping[str, object], ordinal: int) -> TargetSpec:
         if key not in metadata:
-            raise_missing(key, ordinal, metadata.keys())
+            raise UnknownTargetError(
+                argument="targets=", name=key, available=list(metadata), ordinal=ordinal, uri=self._uri
+            )
         return TargetSpec(key=key, kind=target_kind(metadata[key], key=key, ordinal=ordinal))
 
     def _uniform_schema(self, ordinals: np.ndarray) -> Schema:

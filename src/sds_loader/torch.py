@@ -28,6 +28,7 @@ from torch.utils.data import Dataset as _Dataset
 from torch.utils.data import default_collate as _default_collate
 from torch.utils.data import get_worker_info as _get_worker_info
 
+from sds_loader.errors import UnknownNameError, UnknownTargetError
 from sds_loader.reader import BatchReader
 from sds_loader.samplers import ShardAwareSampler
 from sds_loader.torch_buffers import (
@@ -173,13 +174,12 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         self._pin_memory = bool(pin_memory)
         self._verify = bool(verify_checksums)
         self._local: _ProcessLocal | None = None
-        # Open now, so a wrong URI or field name fails here rather than in a worker.
-        reader = self._open().reader
-        # Probing record 0 checks fields= and targets= at once. Safe before
-        # forking workers whatever the dataset: records only signal_dataset
-        # can read are read in a helper process, never in this one.
-        if len(reader) > 0:
-            reader.schema  # noqa: B018
+        # Open now, so a wrong URI or field name fails here rather than in a
+        # worker; BatchReader checks the names against record 0.
+        try:
+            self._open()
+        except UnknownNameError as error:
+            raise error.passed_as(_argument_for(error, inputs, target, fields, targets)) from None
 
     # -- process-local state ------------------------------------------------
 
@@ -303,6 +303,23 @@ def _key_map(
             )
         sources[source] = key
     return mapping
+
+
+def _argument_for(
+    error: UnknownNameError,
+    inputs: str | None,
+    target: str | None,
+    fields: Mapping[str, str] | None,
+    targets: Mapping[str, str] | None,
+) -> str:
+    """The argument of SDSTorchDataset that selected the name `error` reports."""
+    if isinstance(error, UnknownTargetError):
+        default_key, default, extra, plural = "target", target, targets, "targets="
+    else:
+        default_key, default, extra, plural = "inputs", inputs, fields, "fields="
+    if error.name == default and default_key not in (extra or {}):
+        return f"{default_key}="
+    return plural
 
 
 def _check_disjoint(fields: Mapping[str, str], targets: Mapping[str, str]) -> None:

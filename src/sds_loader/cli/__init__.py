@@ -1,4 +1,4 @@
-"""The `sds-loader` command: bench, inspect, verify.
+"""The `sds-loader` command: bench, inspect, verify, synth.
 
 The command line is a package of its own beside the library (BatchReader, the
 torch adapter), which never imports it. Each subcommand lives in its own
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import signal_dataset as sds
 
+from sds_loader.cli import synth as synth_defaults
 from sds_loader.native_tools import NativeUnavailable
 
 
@@ -35,7 +36,10 @@ def _positive(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="sds-loader",
-        description="Read signal_dataset (SDS) datasets in batches: benchmark, inspect and verify them.",
+        description=(
+            "Read signal_dataset (SDS) datasets in batches: benchmark, inspect and verify them, "
+            "or write a synthetic one to try."
+        ),
     )
     commands = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -92,6 +96,36 @@ def parser() -> argparse.ArgumentParser:
     verify.add_argument("path", metavar="PATH", help="dataset root")
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
     verify.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    synth = commands.add_parser(
+        "synth",
+        help="write a labelled dataset of synthetic captures to try",
+        description=(
+            "Write a dataset of synthetic captures (BPSK, QPSK, 16-QAM and FM, each at one of "
+            "several SNRs, with a random phase and frequency offset) with signal_dataset's "
+            "writer: a complex64 field 'samples' and metadata 'label', 'modulation' and "
+            "'snr_db'. PATH must not exist yet."
+        ),
+    )
+    synth.add_argument("path", metavar="PATH", help="dataset root to create")
+    synth.add_argument(
+        "--records", type=_positive, default=synth_defaults.DEFAULT_RECORDS,
+        help=f"captures to write (default {synth_defaults.DEFAULT_RECORDS})",
+    )
+    synth.add_argument(
+        "--length", type=_positive, default=synth_defaults.DEFAULT_LENGTH,
+        help=f"samples per capture (default {synth_defaults.DEFAULT_LENGTH})",
+    )
+    synth.add_argument(
+        "--variable-length", action="store_true",
+        help="draw each capture's length between LENGTH/2 and LENGTH (records then differ in shape)",
+    )
+    synth.add_argument(
+        "--writer-options", metavar="OPTIONS",
+        help='ArrayRecord writer options, e.g. "group_size:1,uncompressed" (default: signal_dataset\'s, zstd)',
+    )
+    synth.add_argument("--seed", type=int, default=0, help="seed of the captures (default 0)")
+    synth.add_argument("--no-progress", action="store_true", help="no progress bar")
     return top
 
 
@@ -141,7 +175,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sds_loader.cli import verify
 
             return verify.run(args.path, as_json=args.json, progress=not args.no_progress)
-    except (NativeUnavailable, FileNotFoundError, NotADirectoryError, ValueError, sds.SignalDatasetError) as exc:
+        if args.command == "synth":
+            from sds_loader.cli import synth
+
+            return synth.run(
+                args.path, records=args.records, length=args.length, variable_length=args.variable_length,
+                writer_options=args.writer_options, seed=args.seed, show_progress=not args.no_progress,
+            )
+    except (
+        NativeUnavailable, FileNotFoundError, FileExistsError, NotADirectoryError, ValueError, sds.SignalDatasetError
+    ) as exc:
         print(f"sds-loader {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:

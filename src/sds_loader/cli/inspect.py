@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import signal_dataset as sds
 
 from sds_loader import native_tools
 from sds_loader.cli.textfmt import size, table
+from sds_loader.dataset_root import open_dataset
 from sds_loader.dataset_shards import ShardsUnavailable, shard_files
 
 #: Below this fraction saved, compression is reported as not worth its read cost.
@@ -32,7 +32,7 @@ UNCOMPRESSED_OPTIONS = 'StorageOptions(writer_options="group_size:1,uncompressed
 
 def collect(path: str) -> dict[str, Any]:
     """Everything `inspect` reports, as plain JSON-ready values."""
-    dataset = sds.open(path)
+    dataset = open_dataset(path)
     report: dict[str, Any] = {
         "root": dataset.root,
         "dataset_id": dataset.id,

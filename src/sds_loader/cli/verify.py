@@ -24,6 +24,7 @@ from tqdm import tqdm
 from sds_loader import native_tools
 from sds_loader.cli import verify_metadata
 from sds_loader.cli.textfmt import size
+from sds_loader.dataset_root import open_dataset
 from sds_loader.dataset_shards import ShardFile, shard_files
 from sds_loader.errors import CorruptShardError
 
@@ -129,7 +130,7 @@ def _chunk_layout(path: str) -> tuple[int, int] | None:
 def verify(path: str, *, progress: bool = True) -> Report:
     """Check every data and metadata shard of the dataset at `path`."""
     verify_data = native_tools.function("verify_shard")
-    dataset = sds.open(path)
+    dataset = open_dataset(path)
     work = [(shard, verify_data, "data") for shard in shard_files(dataset)]
     work += [(shard, verify_metadata.verify_shard, "metadata") for shard in shard_files(dataset, metadata=True)]
     total = 0

@@ -15,6 +15,7 @@ import numpy as np
 import signal_dataset as sds
 
 from sds_loader import native_tools
+from sds_loader.dataset_root import open_dataset
 from sds_loader.dataset_shards import Run, ShardFile, ShardsUnavailable, shard_files
 
 #: Batches measured when --batches is not given: one epoch of the built-in
@@ -135,7 +136,7 @@ def make(
 ) -> Plan:
     """The plan for one dataset; `compression` is what the caller knows of it
     (the built-in dataset's writer options), used when the extension cannot tell."""
-    dataset = sds.open(uri)
+    dataset = open_dataset(uri)
     inputs, target = choose_fields(dataset, inputs, target)
     count = batches if batches is not None else default_batch_count(len(dataset), batch_size)
     plan = Plan(
