@@ -50,9 +50,10 @@ def parser() -> argparse.ArgumentParser:
             "Time reading the same shuffled batches through signal_dataset's own readers, "
             "array_record, BatchReader and the PyTorch adapter, against the bounds of "
             "decompression and memcpy. Without PATH, times a built-in dataset (4096 "
-            "captures of 2x4096 complex64, as zstd and as uncompressed shards) written "
-            "once to $XDG_CACHE_HOME/sds-loader. Prints a table and writes bench.json, "
-            "bench.md and bench.png to --out."
+            "captures of 2x4096 complex64, as zstd and as uncompressed shards, about 0.5 GB) "
+            "written once to --cache-dir. Prints a table and writes bench.json, bench.md and "
+            "bench.png to --out. No pass reads a record twice, so a batch size or count "
+            "larger than the dataset allows is refused."
         ),
     )
     bench.add_argument("path", nargs="?", metavar="PATH", help="dataset to time (default: the built-in one)")
@@ -65,7 +66,16 @@ def parser() -> argparse.ArgumentParser:
         "--batches", type=_positive, default=None,
         help="batches timed per method (default: up to 16, one epoch at most)",
     )
-    bench.add_argument("--out", metavar="DIR", default="bench-results", help="where to write results (default ./bench-results)")
+    bench.add_argument(
+        "--out", metavar="DIR", default=None,
+        help="where to write results; refused if it holds earlier ones (default: a new "
+        "bench-results/DATE-TIME)",
+    )
+    bench.add_argument(
+        "--cache-dir", metavar="DIR", default=None,
+        help="where the built-in dataset is cached (default: $SDS_LOADER_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/sds-loader, else ~/.cache/sds-loader)",
+    )
     bench.add_argument("--inputs", metavar="FIELD", help='field to batch (default "samples", else the largest field)')
     bench.add_argument("--target", metavar="KEY", help='numeric metadata key to batch as target (default "label" if present)')
     bench.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -143,6 +153,7 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
             inputs=args.inputs,
             target=args.target,
             builtin_records=args.builtin_records,
+            cache_dir=args.cache_dir,
             progress=not args.no_progress,
             command=shlex.join(["sds-loader", *argv]),
         )

@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import signal_dataset as sds
-from tqdm import tqdm
 
 from sds_loader import native_tools
 from sds_loader.cli import verify_metadata
+from sds_loader.cli.progress import progress as progress_bar
 from sds_loader.cli.textfmt import size
 from sds_loader.dataset_root import open_dataset
 from sds_loader.dataset_shards import ShardFile, shard_files
@@ -140,9 +140,7 @@ def verify(path: str, *, progress: bool = True) -> Report:
         except OSError:
             pass
     results = []
-    with tqdm(
-        total=total, unit="B", unit_scale=True, desc="verify", delay=1.0, disable=not progress, file=sys.stderr
-    ) as bar:
+    with progress_bar(total, "verify", in_bytes=True, enabled=progress) as bar:
         for shard, check, kind in work:
             result = check_shard(shard, check, kind)
             results.append(result)

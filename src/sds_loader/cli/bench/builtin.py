@@ -7,9 +7,11 @@ default zstd shards and as an uncompressed copy, because the two bound the
 reader differently (decompression against memory bandwidth) and a user with
 either kind wants to see their case.
 
-Writing 2 x 256 MiB takes a few seconds, so the result is cached under
-$XDG_CACHE_HOME/sds-loader (default ~/.cache/sds-loader), keyed by every
-parameter that changes its bytes. A dataset is built in a temporary sibling
+Writing 2 x 256 MiB takes a few seconds, so the result is cached, keyed by
+every parameter that changes its bytes, in the first of: `--cache-dir`,
+$SDS_LOADER_CACHE_DIR, $XDG_CACHE_HOME/sds-loader, ~/.cache/sds-loader. Half
+a gigabyte is not written anywhere unannounced: `ensure` says where and how
+much, before writing and when reusing. A dataset is built in a temporary sibling
 directory and renamed into place only when complete, so an interrupted build
 is never mistaken for a cached one.
 """
@@ -18,11 +20,15 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import signal_dataset as sds
-from tqdm import tqdm
+
+from sds_loader.cli.progress import Progress
+from sds_loader.cli.progress import progress as progress_bar
+from sds_loader.cli.textfmt import size
 
 RECORDS = 4096
 CHANNELS = 2
@@ -43,7 +49,15 @@ VARIANTS: dict[str, str | None] = {
 COMPRESSION = {"zstd": "zstd", "uncompressed": "none"}
 
 
-def cache_dir() -> str:
+#: Where the built-in dataset is cached, unless --cache-dir says otherwise.
+CACHE_DIR_ENV = "SDS_LOADER_CACHE_DIR"
+
+
+def cache_dir(override: str | None = None) -> str:
+    if override:
+        return override
+    if os.environ.get(CACHE_DIR_ENV):
+        return os.environ[CACHE_DIR_ENV]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "sds-loader")
 
@@ -81,8 +95,12 @@ def describe(variant: str, root: str) -> str:
     return f"the built-in dataset ({count} captures of {CHANNELS}x{SAMPLES} complex64 noise, {options})"
 
 
-def _root(variant: str, count: int) -> str:
-    return os.path.join(cache_dir(), f"bench-v{VERSION}-{count}x{CHANNELS}x{SAMPLES}-{variant}")
+def _root(directory: str, variant: str, count: int) -> str:
+    return os.path.join(directory, f"bench-v{VERSION}-{count}x{CHANNELS}x{SAMPLES}-{variant}")
+
+
+def _disk_bytes(root: str) -> int:
+    return sum(os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(root) for name in names)
 
 
 def _is_complete(root: str, count: int) -> bool:
@@ -92,7 +110,7 @@ def _is_complete(root: str, count: int) -> bool:
         return False
 
 
-def _write(root: str, count: int, writer_options: str | None, bar: tqdm) -> None:
+def _write(root: str, count: int, writer_options: str | None, bar: Progress) -> None:
     per_shard = min(RECORDS_PER_SHARD, max(1, count // 4))
     storage = sds.StorageOptions(writer_options=writer_options) if writer_options else None
 
@@ -108,18 +126,30 @@ def _write(root: str, count: int, writer_options: str | None, bar: tqdm) -> None
     sds.publish(root, shards, dataset_id="sds-loader-bench", snapshot_id="v1")
 
 
-def ensure(records: int | None = None, *, progress: bool = True) -> dict[str, str]:
-    """The built-in dataset's variants (name -> root), writing any not yet cached."""
+def ensure(
+    records: int | None = None, *, progress: bool = True, directory: str | None = None,
+    say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> dict[str, str]:
+    """The built-in dataset's variants (name -> root), writing any not yet cached.
+
+    `say` is told where the dataset is and how large, once, before any write.
+    """
     count = record_count(records)
-    roots = {variant: _root(variant, count) for variant in VARIANTS}
+    directory = cache_dir(directory)
+    roots = {variant: _root(directory, variant, count) for variant in VARIANTS}
     missing = [variant for variant, root in roots.items() if not _is_complete(root, count)]
+    how = f"--cache-dir or ${CACHE_DIR_ENV} puts it elsewhere; deleting it frees the space"
     if not missing:
+        total = sum(_disk_bytes(root) for root in roots.values())
+        say(f"the built-in dataset ({size(total)}) is cached in {directory} ({how})")
         return roots
-    os.makedirs(cache_dir(), exist_ok=True)
-    with tqdm(
-        total=count * len(missing), unit="rec", desc=f"writing built-in dataset to {cache_dir()}",
-        delay=1.0, disable=not progress,
-    ) as bar:
+    estimate = len(missing) * count * CHANNELS * SAMPLES * np.dtype(np.complex64).itemsize
+    say(
+        f"writing the built-in dataset ({len(missing)} x {count} captures, about {size(estimate)}) "
+        f"to {directory}, once ({how})"
+    )
+    os.makedirs(directory, exist_ok=True)
+    with progress_bar(count * len(missing), f"writing the built-in dataset to {directory}", enabled=progress) as bar:
         for variant in missing:
             root = roots[variant]
             building = f"{root}.building-{os.getpid()}"

@@ -63,12 +63,27 @@ class Plan:
 
 
 def shuffled_batches(length: int, batch_size: int, count: int, *, seed: int = SEED) -> list[np.ndarray]:
-    """`count` batches of a seeded shuffle, continuing into the next epoch's shuffle if needed."""
+    """`count` batches of one seeded shuffle: no record is read twice in a pass.
+
+    A pass that read some records twice would find them in the CPU cache the
+    second time and report a rate no epoch of training sees, so a batch size or
+    count that needs more records than the dataset holds is refused, with the
+    largest that fits.
+    """
     if length < 1:
         raise ValueError("the dataset holds no records to read")
-    rng = np.random.default_rng(seed)
-    needed = batch_size * count
-    order = np.concatenate([rng.permutation(length) for _ in range(math.ceil(needed / length))])
+    if batch_size > length:
+        raise ValueError(
+            f"--batch-size {batch_size} is more than the {length} records of the dataset, so a batch "
+            f"would read records twice; the largest is --batch-size {length}"
+        )
+    if batch_size * count > length:
+        raise ValueError(
+            f"--batches {count} of --batch-size {batch_size} need {batch_size * count} records and the "
+            f"dataset holds {length}, so a pass would read records twice; the largest is "
+            f"--batches {length // batch_size} at this batch size"
+        )
+    order = np.random.default_rng(seed).permutation(length)
     return [order[k * batch_size : (k + 1) * batch_size].astype(np.int64) for k in range(count)]
 
 

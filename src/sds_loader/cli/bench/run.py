@@ -17,15 +17,18 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from tqdm import tqdm
-
 from sds_loader import native_tools
 from sds_loader.cli.bench import bounds, builtin, methods, plan as planning, report
 from sds_loader.cli.bench.plan import Plan
 from sds_loader.cli.bench.timing import Row, Runner, measure
+from sds_loader.cli.progress import progress as progress_bar
 
 #: The DataLoader worker counts timed for sds_loader.torch.
 WORKER_COUNTS = (0, 2)
+#: The files a run writes, in its results directory.
+RESULT_FILES = ("bench.json", "bench.md", "bench.png")
+#: Where runs without --out put their dated results directories.
+DEFAULT_RESULTS = "bench-results"
 
 
 @dataclass
@@ -36,11 +39,14 @@ class BenchConfig:
     #: Threads for the "all cores" BatchReader row; None for os.cpu_count().
     threads: int | None = None
     batches: int | None = None
-    out: str = "bench-results"
+    #: Where results go; None for a new dated folder under bench-results/.
+    out: str | None = None
     inputs: str | None = None
     target: str | None = None
     #: Size of the built-in dataset; None for builtin.RECORDS (or its env override).
     builtin_records: int | None = None
+    #: Where the built-in dataset is cached; None for builtin.cache_dir()'s default.
+    cache_dir: str | None = None
     progress: bool = True
     command: str = "sds-loader bench"
 
@@ -85,7 +91,7 @@ def plans_for(config: BenchConfig) -> dict[str, Plan]:
             inputs=config.inputs, target=config.target,
         )
         return {one.variant: one}
-    roots = builtin.ensure(config.builtin_records, progress=config.progress)
+    roots = builtin.ensure(config.builtin_records, progress=config.progress, directory=config.cache_dir)
     return {
         variant: planning.make(
             root, batch_size=config.batch_size, batches=config.batches,
@@ -101,8 +107,7 @@ def warm_page_cache(plans: dict[str, Plan], *, progress: bool) -> None:
     """Read every shard file the batches touch once, so no row pays for the disk."""
     files = sorted({shard.path for plan in plans.values() for shard in plan.touched()})
     total = sum(os.path.getsize(path) for path in files)
-    with tqdm(total=total, unit="B", unit_scale=True, desc="warming page cache", delay=1.0,
-              leave=False, disable=not progress) as bar:
+    with progress_bar(total, "warming page cache", in_bytes=True, leave=False, enabled=progress) as bar:
         for path in files:
             with open(path, "rb", buffering=0) as handle:
                 while chunk := handle.read(8 << 20):
@@ -155,6 +160,7 @@ def run(config: BenchConfig) -> BenchResult:
     threads = config.threads or os.cpu_count() or 1
     if threads < 1:
         raise ValueError(f"--threads must be at least 1, not {threads}")
+    out = results_dir(config.out)
     plans = plans_for(config)
     warm_page_cache(plans, progress=config.progress)
     rows = [
@@ -165,17 +171,41 @@ def run(config: BenchConfig) -> BenchResult:
     report.derive(rows, plans)
     document = report.document(rows, plans, context(config, threads))
     result = BenchResult(rows, plans, document)
-    os.makedirs(config.out, exist_ok=True)
-    result.files["json"] = os.path.join(config.out, "bench.json")
+    os.makedirs(out, exist_ok=True)
+    result.files["json"] = os.path.join(out, RESULT_FILES[0])
     report.write_json(result.files["json"], document)
-    result.files["markdown"] = os.path.join(config.out, "bench.md")
+    result.files["markdown"] = os.path.join(out, RESULT_FILES[1])
     with open(result.files["markdown"], "w", encoding="utf-8") as handle:
         handle.write(readme_section(result))
-    chart_path = os.path.join(config.out, "bench.png")
+    chart_path = os.path.join(out, RESULT_FILES[2])
     result.chart_problem = report.chart(chart_path, rows, plans)
     if result.chart_problem is None:
         result.files["chart"] = chart_path
     return result
+
+
+def results_dir(out: str | None) -> str:
+    """Where this run's results go: `out`, or a new dated folder; never over earlier results.
+
+    Checked before anything is timed, so a clash costs nothing.
+    """
+    if out is None:
+        stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M%S")
+        base = candidate = os.path.join(DEFAULT_RESULTS, stamp)
+        copies = 1
+        while os.path.lexists(candidate):
+            copies += 1
+            candidate = f"{base}-{copies}"
+        return candidate
+    if os.path.lexists(out) and not os.path.isdir(out):
+        raise FileExistsError(f"--out {out} is a file; pass a directory")
+    earlier = [name for name in RESULT_FILES if os.path.lexists(os.path.join(out, name))]
+    if earlier:
+        raise FileExistsError(
+            f"--out {out} already holds results of an earlier run ({', '.join(earlier)}); "
+            "pass a new directory, or remove those files to replace them"
+        )
+    return out
 
 
 def readme_section(result: BenchResult) -> str:

@@ -17,9 +17,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm import tqdm
-
 from sds_loader.cli.bench.plan import Plan
+from sds_loader.cli.progress import progress as progress_bar
 
 
 #: Passes are repeated until they add up to this many seconds...
@@ -97,10 +96,7 @@ def measure(
         for _ in runner.run(plan.batches[:1]):
             pass
         timings: list[float] = []
-        with tqdm(
-            total=plan.records, unit="rec", desc=f"{plan.variant}: {label}", delay=1.0,
-            leave=False, disable=not progress,
-        ) as bar:
+        with progress_bar(plan.records, f"{plan.variant}: {label}", leave=False, enabled=progress) as bar:
             spent = 0.0
             while len(timings) < MAX_PASSES and (not timings or spent < MIN_SECONDS):
                 bar.reset()

@@ -1,0 +1,89 @@
+"""What `sds-loader bench` does around the timing: where it writes, what it refuses, what it prints.
+
+No speed is asserted here (tests/test_cli.py checks the rows themselves).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import partial
+
+import pytest
+
+import sds_factory
+from sds_loader.cli import main, progress
+from sds_loader.cli.bench import builtin
+from sds_loader.cli.bench.run import results_dir
+
+RECORDS = 24
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("bench") / "ds"
+    sds_factory.write_dataset(path, RECORDS, partial(sds_factory.capture, samples=64), records_per_shard=8)
+    return os.fspath(path)
+
+
+@pytest.mark.parametrize(
+    ("options", "largest"),
+    [
+        (["--batch-size", str(RECORDS + 1)], f"--batch-size {RECORDS}"),
+        (["--batch-size", "8", "--batches", "4"], "--batches 3 at this batch size"),
+        (["--batch-size", "5", "--batches", "5"], "--batches 4 at this batch size"),
+    ],
+)
+def test_a_pass_that_would_read_a_record_twice_is_refused(capsys, root, tmp_path, options, largest):
+    out = tmp_path / "out"
+    assert main(["bench", root, *options, "--out", os.fspath(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "read records twice" in err and f"the largest is {largest}" in err
+    assert not out.exists()
+
+
+def test_earlier_results_are_never_overwritten(capsys, root, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "bench.json").write_text("{}")
+    assert main(["bench", root, "--out", os.fspath(out), "--batch-size", "8", "--no-progress"]) == 2
+    assert "already holds results of an earlier run (bench.json)" in capsys.readouterr().err
+    assert (out / "bench.json").read_text() == "{}"
+
+
+def test_each_run_without_out_gets_a_new_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    first = results_dir(None)
+    os.makedirs(first)
+    second = results_dir(None)
+    assert os.path.dirname(first) == os.path.dirname(second) == "bench-results"
+    assert second != first and not os.path.exists(second)
+
+
+def test_cache_dir_option_beats_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(builtin.CACHE_DIR_ENV, os.fspath(tmp_path / "env"))
+    assert builtin.cache_dir() == os.fspath(tmp_path / "env")
+    assert builtin.cache_dir(os.fspath(tmp_path / "flag")) == os.fspath(tmp_path / "flag")
+    monkeypatch.delenv(builtin.CACHE_DIR_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", os.fspath(tmp_path / "xdg"))
+    assert builtin.cache_dir() == os.fspath(tmp_path / "xdg" / "sds-loader")
+
+
+def test_builtin_run_says_where_it_caches_and_logs_whole_lines(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(builtin.RECORDS_ENV, "12")
+    monkeypatch.setattr(progress, "LOG_INTERVAL", 0.0)  # a line per update: the worst case for a log
+    cache = os.fspath(tmp_path / "cache")
+    assert main(["bench", "--cache-dir", cache, "--batch-size", "4", "--batches", "2"]) == 0
+    captured = capsys.readouterr()
+    assert f"writing the built-in dataset (2 x 12 captures, about 1.57 MB) to {cache}, once" in captured.err
+    assert "--cache-dir or $SDS_LOADER_CACHE_DIR puts it elsewhere" in captured.err
+    # stderr is not a terminal here: whole lines, no carriage-return bars.
+    assert "\r" not in captured.err
+    assert "warming page cache: done" in captured.err
+    [stamp] = os.listdir(tmp_path / "bench-results")
+    document = json.loads((tmp_path / "bench-results" / stamp / "bench.json").read_text())
+    assert all(spec["uri"].startswith(cache) for spec in document["datasets"].values())
+    said: list[str] = []
+    builtin.ensure(directory=cache, progress=False, say=said.append)
+    assert len(said) == 1 and said[0].startswith("the built-in dataset (") and f"is cached in {cache}" in said[0]
