@@ -5,11 +5,13 @@
 #include <pybind11/stl.h>
 
 #include <cerrno>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "reader_error.h"
 #include "shard_set.h"
+#include "shard_source.h"
 #include "shard_tools.h"
 
 namespace py = pybind11;
@@ -95,6 +97,95 @@ uint8_t* WritableBase(const py::object& object, uint64_t bytes, const std::strin
   return static_cast<uint8_t*>(info.ptr);
 }
 
+// A shard source written in Python (the RangeSource protocol: size, name,
+// fetch). Native workers take the GIL only around each call into it, so
+// decoding on other threads goes on meanwhile; an exception the source
+// raises reaches the caller of read() as it was raised.
+class PythonSource : public sdsl::ShardSource {
+ public:
+  PythonSource(py::object source, size_t num_files) : source_(std::move(source)) {
+    for (const char* method : {"size", "name", "fetch"}) {
+      if (!py::hasattr(source_, method) || !PyCallable_Check(source_.attr(method).ptr())) {
+        throw py::type_error(std::string("source has no ") + method +
+                             "() method; pass an object with size(file), name(file) and "
+                             "fetch(requests)");
+      }
+    }
+    for (size_t file = 0; file < num_files; ++file) {
+      names_.push_back(py::str(source_.attr("name")(file)).cast<std::string>());
+    }
+  }
+  ~PythonSource() override {
+    py::gil_scoped_acquire gil;
+    source_ = py::object();
+  }
+
+  size_t num_files() const override { return names_.size(); }
+  std::string Name(size_t file) const override { return names_.at(file); }
+
+  uint64_t Size(size_t file) override {
+    py::gil_scoped_acquire gil;
+    const py::object size = source_.attr("size")(file);
+    if (!py::isinstance<py::int_>(size) || size.cast<py::int_>() < py::int_(0)) {
+      throw py::type_error("source.size(" + std::to_string(file) + ") for " + names_[file] +
+                           " returned " + py::repr(size).cast<std::string>() +
+                           ", not the shard's size in bytes");
+    }
+    return size.cast<uint64_t>();
+  }
+
+  void Fetch(sdsl::RangeRequest* requests, size_t count) override {
+    py::gil_scoped_acquire gil;
+    py::list batch(count);
+    std::vector<py::memoryview> views;
+    views.reserve(count);
+    for (size_t k = 0; k < count; ++k) {
+      views.push_back(py::memoryview::from_memory(requests[k].dst,
+                                                  static_cast<py::ssize_t>(requests[k].size),
+                                                  /*readonly=*/false));
+      batch[k] = py::make_tuple(requests[k].file, requests[k].offset, views.back());
+    }
+    // The views point into scratch that the next read reuses: end them, so
+    // that a source keeping one (in a traceback, say) cannot write there later.
+    try {
+      source_.attr("fetch")(batch);
+    } catch (py::error_already_set&) {
+      ReleaseQuietly(views);
+      throw;
+    }
+    for (py::memoryview& view : views) view.attr("release")();
+  }
+
+  // Up to this many bytes of requests per fetch() call and worker, so that
+  // a remote source has many requests in flight at once.
+  uint64_t GatherBytes() const override { return uint64_t{16} << 20; }
+
+ private:
+  // Ends every view on the way out of a failed fetch; a view that will not
+  // end must not replace the source's own exception.
+  static void ReleaseQuietly(std::vector<py::memoryview>& views) {
+    for (py::memoryview& view : views) {
+      if (PyObject* result = PyObject_CallMethod(view.ptr(), "release", nullptr)) {
+        Py_DECREF(result);
+      } else {
+        PyErr_Clear();
+      }
+    }
+  }
+
+  py::object source_;
+  std::vector<std::string> names_;
+};
+
+std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths, bool verify_checksums,
+                                             size_t max_open_files, const py::object& source) {
+  if (source.is_none()) {
+    return std::make_unique<sdsl::ShardSet>(std::move(paths), verify_checksums, max_open_files);
+  }
+  return std::make_unique<sdsl::ShardSet>(std::make_unique<PythonSource>(source, paths.size()),
+                                          verify_checksums, max_open_files);
+}
+
 py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
                           const Int64Array& shard_records, const Int64Array& ordinals,
                           const py::list& fields, const py::list& targets, int threads) {
@@ -168,8 +259,10 @@ PYBIND11_MODULE(_native, m) {
   py::register_exception_translator(&TranslateReaderError);
 
   py::class_<sdsl::ShardSet>(m, "ShardSet")
-      .def(py::init<std::vector<std::string>, bool, size_t>(), py::arg("paths"),
-           py::arg("verify_checksums"), py::arg("max_open_files"))
+      .def(py::init(&MakeShardSet), py::arg("paths"), py::arg("verify_checksums"),
+           py::arg("max_open_files"), py::arg("source") = py::none(),
+           "One entry of `paths` per shard. Without `source` they are local files; with "
+           "it, `source` (size(file), name(file), fetch(requests)) supplies every byte.")
       .def("read", &Read, py::arg("files"), py::arg("shard_records"), py::arg("ordinals"),
            py::arg("fields"), py::arg("targets"), py::arg("threads"))
       .def("probe", &Probe, py::arg("file"), py::arg("shard_record"), py::arg("ordinal"))

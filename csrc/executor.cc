@@ -7,14 +7,91 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
-#include <vector>
 
 namespace sdsl {
+namespace {
 
-void ExecuteRuns(size_t count, int threads, ScratchPool* pool, const RunWork& work) {
-  if (count == 0) return;
-  const size_t workers = std::min<size_t>(std::max(threads, 1), count);
-  std::atomic<size_t> next_run{0};
+uint64_t RunBytes(const Run& run) { return run.end - run.begin; }
+
+// Consecutive runs fetched by one call: [first, last).
+struct Slice {
+  size_t first = 0, last = 0;
+};
+
+// One run per slice unless the source gathers; then as many runs as fit in
+// its byte cap, and no more than an even share per worker, so that every
+// worker gets a slice.
+std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint64_t gather_bytes) {
+  std::vector<Slice> slices;
+  const size_t share = (runs.size() + workers - 1) / workers;
+  for (size_t r = 0; r < runs.size();) {
+    Slice slice{r, r + 1};
+    uint64_t bytes = RunBytes(runs[r]);
+    while (slice.last < runs.size() && slice.last - slice.first < share &&
+           bytes + RunBytes(runs[slice.last]) <= gather_bytes) {
+      bytes += RunBytes(runs[slice.last]);
+      ++slice.last;
+    }
+    slices.push_back(slice);
+    r = slice.last;
+  }
+  return slices;
+}
+
+void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, ShardSource& source,
+                    const RunWork& work, WorkerScratch* scratch) {
+  uint64_t total = 0;
+  for (size_t r = slice.first; r < slice.last; ++r) total += RunBytes(runs[r]);
+  scratch->file_bytes.resize(static_cast<size_t>(total));
+  std::vector<RangeRequest>& requests = scratch->requests;
+  requests.clear();
+  uint8_t* dst = scratch->file_bytes.data();
+  for (size_t r = slice.first; r < slice.last; ++r) {
+    const Run& run = runs[r];
+    try {
+      run.shard->file->CheckRange(run.begin, RunBytes(run));
+    } catch (const ReaderError& error) {
+      work.fetch_failed(run, error);
+    }
+    requests.push_back(RangeRequest{run.shard->file->number(), run.begin, RunBytes(run), dst});
+    dst += RunBytes(run);
+  }
+  try {
+    source.Fetch(requests.data(), requests.size());
+  } catch (const ReaderError& error) {
+    if (requests.size() == 1) work.fetch_failed(runs[slice.first], error);
+    // Fetch again one run at a time, to name the record the failure reached.
+    for (size_t k = 0; k < requests.size(); ++k) {
+      try {
+        source.Fetch(&requests[k], 1);
+      } catch (const ReaderError& again) {
+        work.fetch_failed(runs[slice.first + k], again);
+      }
+    }
+  }
+  for (size_t k = 0; k < requests.size(); ++k) {
+    work.decode(runs[slice.first + k], requests[k].dst, scratch);
+  }
+}
+
+}  // namespace
+
+void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
+                 ScratchPool* pool, const RunWork& work) {
+  if (runs.empty()) return;
+  const size_t workers = std::min<size_t>(std::max(threads, 1), runs.size());
+  const std::vector<Slice> slices = SliceRuns(runs, workers, source.GatherBytes());
+  if (runs.size() > workers) {
+    // More runs than workers: tell the source what is coming, so that a cold
+    // disk can have more reads in flight than there are decode threads.
+    std::vector<RangeRequest> ranges;
+    ranges.reserve(runs.size());
+    for (const Run& run : runs) {
+      ranges.push_back(RangeRequest{run.shard->file->number(), run.begin, RunBytes(run), nullptr});
+    }
+    source.WillNeed(ranges.data(), ranges.size());
+  }
+  std::atomic<size_t> next_slice{0};
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;
   std::mutex error_mutex;
@@ -22,7 +99,9 @@ void ExecuteRuns(size_t count, int threads, ScratchPool* pool, const RunWork& wo
     std::unique_ptr<WorkerScratch> scratch;
     try {
       scratch = pool->Acquire();
-      for (size_t r = next_run++; r < count && !failed; r = next_run++) work(r, scratch.get());
+      for (size_t s = next_slice++; s < slices.size() && !failed; s = next_slice++) {
+        FetchAndDecode(runs, slices[s], source, work, scratch.get());
+      }
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
       if (!first_error) first_error = std::current_exception();
@@ -30,14 +109,15 @@ void ExecuteRuns(size_t count, int threads, ScratchPool* pool, const RunWork& wo
     }
     if (scratch) pool->Release(std::move(scratch));
   };
-  if (workers == 1) {
+  const size_t helpers_wanted = std::min(workers, slices.size()) - 1;
+  if (helpers_wanted == 0) {
     worker();
   } else {
     std::vector<std::thread> helpers;
-    helpers.reserve(workers - 1);
-    for (size_t w = 1; w < workers; ++w) {
+    helpers.reserve(helpers_wanted);
+    for (size_t w = 0; w < helpers_wanted; ++w) {
       // A thread the system refuses (EAGAIN) is one worker fewer, not a
-      // crash: the runs are shared out by next_run, so fewer workers suffice.
+      // crash: the slices are shared out by next_slice, so fewer suffice.
       try {
         helpers.emplace_back(worker);
       } catch (const std::system_error&) {

@@ -1,21 +1,33 @@
-// Shares the runs of one batch among a few threads, each with its own
-// pooled scratch, and reports the first error.
+// Shares the runs of one batch among a few threads: each fetches its runs'
+// bytes through the dataset's ShardSource, a slice at a time, and decodes
+// them with its own pooled scratch. The first error stops the batch.
 #ifndef SDS_LOADER_EXECUTOR_H_
 #define SDS_LOADER_EXECUTOR_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <vector>
 
+#include "batch_plan.h"
+#include "reader_error.h"
 #include "scratch_pool.h"
+#include "shard_source.h"
 
 namespace sdsl {
 
-using RunWork = std::function<void(size_t run, WorkerScratch* scratch)>;
+struct RunWork {
+  // Decodes `run` from its bytes (run.end - run.begin of them).
+  std::function<void(const Run& run, const uint8_t* bytes, WorkerScratch* scratch)> decode;
+  // Throws `error`, met while fetching `run`, with the run's context.
+  std::function<void(const Run& run, const ReaderError& error)> fetch_failed;
+};
 
-// Calls work(run, scratch) once for each run in [0, count), on up to
-// `threads` threads, the caller's among them. After the first error no new
-// run starts; that error is rethrown once every thread has stopped.
-void ExecuteRuns(size_t count, int threads, ScratchPool* pool, const RunWork& work);
+// Calls work.decode once for each run, on up to `threads` threads, the
+// caller's among them. After the first error no new run starts; that error
+// is rethrown, unchanged, once every thread has stopped.
+void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
+                 ScratchPool* pool, const RunWork& work);
 
 }  // namespace sdsl
 

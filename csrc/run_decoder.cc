@@ -29,14 +29,25 @@ std::string RecordContext(const std::string& path, int64_t ordinal, uint64_t sha
          std::to_string(shard_record) + " of the shard)";
 }
 
-void DecodeRun(const Run& run, const BatchLayout& layout, const int64_t* ordinals, bool verify,
-               uint8_t* needs_fallback, WorkerScratch* scratch) {
+void RethrowForRecord(const Run& run, const WantedRecord& record, const int64_t* ordinals,
+                      const ReaderError& error) {
+  const int64_t ordinal = ordinals[record.rows[0]];
+  if (error.kind() == ErrorKind::kTarget || error.kind() == ErrorKind::kSchemaMismatch) {
+    throw ReaderError(error.kind(), "record " + std::to_string(ordinal) + ": " + error.what());
+  }
+  throw ReaderError(error.kind(),
+                    RecordContext(run.shard->file->path(), ordinal, record.shard_record) + ": " +
+                        error.what(),
+                    error.os_error());
+}
+
+void DecodeRun(const Run& run, const uint8_t* bytes, const BatchLayout& layout,
+               const int64_t* ordinals, bool verify, uint8_t* needs_fallback,
+               WorkerScratch* scratch) {
   const ShardIndex& index = run.shard->index;
   const WantedRecord* current = &run.chunks.front().records.front();
   try {
-    scratch->file_bytes.resize(static_cast<size_t>(run.end - run.begin));
-    run.shard->file->ReadAt(run.begin, run.end - run.begin, scratch->file_bytes.data());
-    const FileWindow window{scratch->file_bytes.data(), run.begin, run.end - run.begin};
+    const FileWindow window{bytes, run.begin, run.end - run.begin};
     std::vector<std::string> keys;
     for (const FieldSlot& slot : layout.fields) keys.push_back(slot.key_hint);
     Chunk chunk;
@@ -85,14 +96,7 @@ void DecodeRun(const Run& run, const BatchLayout& layout, const int64_t* ordinal
       }
     }
   } catch (const ReaderError& error) {
-    const int64_t ordinal = ordinals[current->rows[0]];
-    if (error.kind() == ErrorKind::kTarget || error.kind() == ErrorKind::kSchemaMismatch) {
-      throw ReaderError(error.kind(), "record " + std::to_string(ordinal) + ": " + error.what());
-    }
-    throw ReaderError(error.kind(),
-                      RecordContext(run.shard->file->path(), ordinal, current->shard_record) +
-                          ": " + error.what(),
-                      error.os_error());
+    RethrowForRecord(run, *current, ordinals, error);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "record_decoder.h"
+#include "shard_source.h"
 
 namespace sdsl {
 
@@ -21,6 +22,7 @@ struct WorkerScratch {
   WorkerScratch(const WorkerScratch&) = delete;
   WorkerScratch& operator=(const WorkerScratch&) = delete;
   std::vector<uint8_t> file_bytes;
+  std::vector<RangeRequest> requests;
   std::vector<uint8_t> sizes;
   std::vector<uint8_t> values;
   std::vector<uint8_t> discard;

@@ -3,12 +3,18 @@
 #include <cstring>
 
 #include "executor.h"
+#include "local_source.h"
 #include "run_decoder.h"
 
 namespace sdsl {
 
 ShardSet::ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files)
-    : verify_(verify_checksums), shards_(std::move(paths), max_open_files) {}
+    : ShardSet(std::make_unique<LocalSource>(std::move(paths), max_open_files), verify_checksums,
+               max_open_files) {}
+
+ShardSet::ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums,
+                   size_t max_open_files)
+    : source_(std::move(source)), verify_(verify_checksums), shards_(*source_, max_open_files) {}
 
 void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
                     size_t count, const BatchLayout& layout, int threads,
@@ -17,9 +23,14 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
   const BatchPlan plan = PlanBatch(files, shard_records, ordinals, count,
                                    [this](size_t file) { return shards_.Open(file); });
   for (size_t row : plan.unsupported_rows) needs_fallback[row] = 1;
-  ExecuteRuns(plan.runs.size(), threads, &scratch_, [&](size_t r, WorkerScratch* scratch) {
-    DecodeRun(plan.runs[r], layout, ordinals, verify_, needs_fallback, scratch);
-  });
+  RunWork work;
+  work.decode = [&](const Run& run, const uint8_t* bytes, WorkerScratch* scratch) {
+    DecodeRun(run, bytes, layout, ordinals, verify_, needs_fallback, scratch);
+  };
+  work.fetch_failed = [&](const Run& run, const ReaderError& error) {
+    RethrowForRecord(run, run.chunks.front().records.front(), ordinals, error);
+  };
+  ExecuteRuns(plan.runs, threads, *source_, &scratch_, work);
 }
 
 RecordProbe ShardSet::Probe(size_t file, uint64_t shard_record, int64_t ordinal) {

@@ -14,12 +14,16 @@
 #include "record_probe.h"
 #include "scratch_pool.h"
 #include "shard_cache.h"
+#include "shard_source.h"
 
 namespace sdsl {
 
 class ShardSet {
  public:
+  // Shards in local files.
   ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files);
+  // Shards wherever `source` finds them.
+  ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums, size_t max_open_files);
 
   // Reads one batch into `layout`'s rows. Rows whose shard this core cannot
   // decode get needs_fallback[row] = 1 and are left untouched.
@@ -32,6 +36,7 @@ class ShardSet {
   std::shared_ptr<const OpenShard> Open(size_t file) { return shards_.Open(file); }
 
  private:
+  const std::unique_ptr<ShardSource> source_;
   const bool verify_;
   ShardCache shards_;
   ScratchPool scratch_;

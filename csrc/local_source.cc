@@ -1,0 +1,159 @@
+#include "local_source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "reader_error.h"
+
+namespace sdsl {
+namespace {
+
+// Ranges probed for residency before a batch; more cost syscalls on every
+// warm batch, fewer miss a partly cold one.
+constexpr size_t kResidencyProbes = 4;
+
+// Whether the byte at `offset` is in the page cache: a read that would have
+// to wait for the disk fails with EAGAIN instead. Where RWF_NOWAIT is not
+// supported the answer is "no", so that hints are given.
+bool Resident(int fd, uint64_t offset) {
+#ifdef RWF_NOWAIT
+  uint8_t byte;
+  iovec vector{&byte, 1};
+  return ::preadv2(fd, &vector, 1, static_cast<off_t>(offset), RWF_NOWAIT) == 1;
+#else
+  (void)fd;
+  (void)offset;
+  return false;
+#endif
+}
+
+}  // namespace
+
+struct LocalSource::OpenFile {
+  explicit OpenFile(const std::string& path) : path(path) {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int error = errno;
+      throw ReaderError(ErrorKind::kIo, "cannot open shard " + path + ": " + std::strerror(error),
+                        error);
+    }
+    struct stat info;
+    if (::fstat(fd, &info) != 0) {
+      const int error = errno;
+      ::close(fd);
+      throw ReaderError(ErrorKind::kIo, "cannot stat shard " + path + ": " + std::strerror(error),
+                        error);
+    }
+    size = static_cast<uint64_t>(info.st_size);
+  }
+  ~OpenFile() { ::close(fd); }
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+
+  // Reads exactly `size` bytes at `offset`; a short file is corrupt.
+  void ReadAt(uint64_t offset, uint64_t length, uint8_t* dst) const {
+    while (length > 0) {
+      const ssize_t got = ::pread(fd, dst, length, static_cast<off_t>(offset));
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        const int error = errno;
+        throw ReaderError(ErrorKind::kIo,
+                          "cannot read shard " + path + ": " + std::strerror(error), error);
+      }
+      if (got == 0) Corrupt("shard ended early while reading at offset " + std::to_string(offset));
+      dst += got;
+      offset += static_cast<uint64_t>(got);
+      length -= static_cast<uint64_t>(got);
+    }
+  }
+
+  std::string path;
+  int fd = -1;
+  uint64_t size = 0;
+};
+
+LocalSource::LocalSource(std::vector<std::string> paths, size_t max_open_files)
+    : paths_(std::move(paths)), max_open_(std::max<size_t>(1, max_open_files)) {}
+
+std::shared_ptr<const LocalSource::OpenFile> LocalSource::Open(size_t file) {
+  if (file >= paths_.size()) {
+    Fail(ErrorKind::kArgument, "shard number " + std::to_string(file) + " is out of range");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = open_.find(file);
+    if (found != open_.end()) {
+      recency_.splice(recency_.begin(), recency_, found->second.second);
+      return found->second.first;
+    }
+  }
+  // Opened outside the lock: a slow open (a cold directory, a network mount)
+  // must not stall reads of shards that are already open.
+  auto opened = std::make_shared<const OpenFile>(paths_[file]);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto found = open_.find(file);
+  if (found != open_.end()) {  // another thread opened it meanwhile: keep one
+    recency_.splice(recency_.begin(), recency_, found->second.second);
+    return found->second.first;
+  }
+  recency_.push_front(file);
+  open_.emplace(file, std::make_pair(opened, recency_.begin()));
+  while (open_.size() > max_open_) {
+    // A read still holding an evicted file keeps it open until it finishes.
+    open_.erase(recency_.back());
+    recency_.pop_back();
+  }
+  return opened;
+}
+
+uint64_t LocalSource::Size(size_t file) { return Open(file)->size; }
+
+void LocalSource::Fetch(RangeRequest* requests, size_t count) {
+  std::shared_ptr<const OpenFile> open;
+  size_t open_file = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const RangeRequest& request = requests[i];
+    if (open == nullptr || open_file != request.file) {
+      open = Open(request.file);
+      open_file = request.file;
+    }
+    open->ReadAt(request.offset, request.size, request.dst);
+  }
+}
+
+}  // namespace sdsl
+
+namespace sdsl {
+
+void LocalSource::WillNeed(const RangeRequest* ranges, size_t count) try {
+  if (count == 0) return;
+  bool cold = false;
+  for (size_t k = 0; k < kResidencyProbes && k < count && !cold; ++k) {
+    const RangeRequest& range = ranges[k * count / std::min(count, kResidencyProbes)];
+    if (range.size == 0) continue;
+    // The last byte: readahead from an earlier read may have brought the first.
+    cold = !Resident(Open(range.file)->fd, range.offset + range.size - 1);
+  }
+  if (!cold) return;
+  std::shared_ptr<const OpenFile> open;
+  size_t open_file = 0;
+  for (size_t k = 0; k < count; ++k) {
+    if (open == nullptr || open_file != ranges[k].file) {
+      open = Open(ranges[k].file);
+      open_file = ranges[k].file;
+    }
+    // Only a hint: a failure costs speed, never correctness.
+    (void)::posix_fadvise(open->fd, static_cast<off_t>(ranges[k].offset),
+                          static_cast<off_t>(ranges[k].size), POSIX_FADV_WILLNEED);
+  }
+} catch (const ReaderError&) {
+  // A shard that cannot be opened now fails in Fetch, naming the record.
+}
+
+}  // namespace sdsl

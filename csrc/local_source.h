@@ -1,0 +1,50 @@
+// Shards in local files, read with pread so that threads share one
+// descriptor without sharing a file position. At most max_open_files
+// descriptors stay open; the least recently used is closed first, once no
+// read still holds it.
+#ifndef SDS_LOADER_LOCAL_SOURCE_H_
+#define SDS_LOADER_LOCAL_SOURCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "shard_source.h"
+
+namespace sdsl {
+
+class LocalSource : public ShardSource {
+ public:
+  LocalSource(std::vector<std::string> paths, size_t max_open_files);
+
+  size_t num_files() const override { return paths_.size(); }
+  uint64_t Size(size_t file) override;
+  std::string Name(size_t file) const override { return paths_.at(file); }
+  void Fetch(RangeRequest* requests, size_t count) override;
+  // When a few of the ranges, sampled, are not in the page cache, asks the
+  // kernel to start reading all of them (POSIX_FADV_WILLNEED), so that a
+  // cold batch has all its reads in flight however few threads decode it.
+  // A warm batch costs a few non-blocking one-byte reads.
+  void WillNeed(const RangeRequest* ranges, size_t count) override;
+
+ private:
+  struct OpenFile;
+  std::shared_ptr<const OpenFile> Open(size_t file);
+
+  const std::vector<std::string> paths_;
+  const size_t max_open_;
+  std::mutex mutex_;  // never held across a system call
+  std::list<size_t> recency_;  // most recent first
+  std::unordered_map<size_t, std::pair<std::shared_ptr<const OpenFile>, std::list<size_t>::iterator>>
+      open_;
+};
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_LOCAL_SOURCE_H_

@@ -1,0 +1,50 @@
+// Where the bytes of every shard of one dataset live. Fetching is the only
+// stage of a read that knows this: the footer parser and the executor read
+// through a ShardSource, so local files, a deeper IO queue and object
+// storage are interchangeable behind it.
+#ifndef SDS_LOADER_SHARD_SOURCE_H_
+#define SDS_LOADER_SHARD_SOURCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace sdsl {
+
+struct RangeRequest {
+  size_t file = 0;       // the shard's number in the dataset
+  uint64_t offset = 0;   // where in the shard the range begins
+  uint64_t size = 0;     // bytes to fill at dst, exactly
+  uint8_t* dst = nullptr;
+};
+
+class ShardSource {
+ public:
+  virtual ~ShardSource() = default;
+  virtual size_t num_files() const = 0;
+  // Bytes in shard `file`. Throws ReaderError (kIo) naming the shard when it
+  // cannot be reached.
+  virtual uint64_t Size(size_t file) = 0;
+  // The shard's path or URI, for messages.
+  virtual std::string Name(size_t file) const = 0;
+  // Fills every request, possibly many at once. The caller has checked each
+  // range against Size(). Throws ReaderError naming the shard: kIo when the
+  // system refuses, kCorrupt when the shard is shorter than a range needs.
+  // Called from several threads at once.
+  virtual void Fetch(RangeRequest* requests, size_t count) = 0;
+
+  // How many bytes of a batch's runs one Fetch call should gather. 0: one
+  // run per call, fetched by the worker that decodes it while the bytes are
+  // still in its cache (local files). A remote source wants many requests in
+  // flight per call, bounded by this many bytes of buffers per worker.
+  virtual uint64_t GatherBytes() const { return 0; }
+
+  // A hint that these ranges will be fetched soon, given once per batch
+  // before any of them is. A source may start reading them ahead; it must
+  // not block on them.
+  virtual void WillNeed(const RangeRequest* /*ranges*/, size_t /*count*/) {}
+};
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_SHARD_SOURCE_H_
