@@ -1,0 +1,103 @@
+"""scripts/build_wheel.sh makes a manylinux wheel that installs and reads without -dev packages.
+
+The wheel is built (reusing the editable install's build directory, so after
+a bootstrap little is compiled), repaired by auditwheel, and installed with
+pip into a fresh virtual environment. There it reads a dataset written by
+signal_dataset, byte for byte as signal_dataset reads it. That the machine
+has no -dev package cannot be arranged in a test; instead the extension's
+dynamic dependencies are checked to be the C and C++ runtimes alone, so the
+codecs and HighwayHash it uses are the ones linked into it.
+
+Marked `wheel` (deselect with -m "not wheel"): it takes tens of seconds.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import zipfile
+
+import pytest
+
+import sds_factory
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: What a manylinux extension may load from the system (the rest must be inside it).
+RUNTIMES = ("libc.so", "libm.so", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libdl.so", "librt.so", "ld-linux")
+
+pytestmark = pytest.mark.wheel
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> str:
+    dist = tmp_path_factory.mktemp("dist")
+    done = subprocess.run(
+        ["bash", os.path.join(REPO, "scripts", "build_wheel.sh"), os.fspath(dist)],
+        env=dict(os.environ, PYTHON=sys.executable), capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    [built] = glob.glob(os.path.join(dist, "sds_loader-*.whl"))
+    return built
+
+
+def test_the_wheel_is_manylinux_with_the_libraries_inside(wheel, tmp_path):
+    assert re.search(r"-manylinux_\d+_\d+_x86_64\.whl$|-manylinux\d*_x86_64\.whl$", wheel), wheel
+    with zipfile.ZipFile(wheel) as archive:
+        [extension] = [name for name in archive.namelist() if re.match(r"sds_loader/_native\..*\.so$", name)]
+        archive.extract(extension, tmp_path)
+        bundled = [name for name in archive.namelist() if name.startswith("sds_loader.libs/")]
+    dynamic = subprocess.run(
+        ["readelf", "--dynamic", os.fspath(tmp_path / extension)], capture_output=True, text=True, check=True
+    ).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dynamic)
+    assert needed, dynamic
+    for library in needed:
+        assert library.startswith(RUNTIMES), f"{library} is loaded from the system: {needed}"
+    assert bundled == [], bundled  # linked in, not grafted beside it
+
+
+def test_the_wheel_installs_into_a_fresh_environment_and_reads(wheel, tmp_path):
+    root = tmp_path / "captures.sds"
+    sds_factory.write_dataset(root, 12, records_per_shard=4)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", os.fspath(venv)], check=True, timeout=300)
+    python = os.fspath(venv / "bin" / "python")
+    # Offline and quick: the wheel alone from its file, and this environment's
+    # numpy and signal_dataset seen through a .pth (never its sds_loader: a
+    # .pth line adds a directory, it does not run the editable install's hook).
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", wheel], check=True, timeout=300
+    )
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    visible = [path for path in sys.path if path in ours or path.endswith(("site-packages", "dist-packages"))]
+    with open(os.path.join(site, "parent_environment.pth"), "w", encoding="utf-8") as handle:
+        handle.write("\n".join(dict.fromkeys(visible)) + "\n")
+    child = textwrap.dedent(
+        f"""
+        import numpy as np, signal_dataset as sds, sds_loader
+        from sds_loader import _native
+        assert sds_loader.__file__.startswith({os.fspath(venv)!r}), sds_loader.__file__
+        assert _native.__file__.startswith({os.fspath(venv)!r}), _native.__file__
+        reader = sds_loader.BatchReader({os.fspath(root)!r}, targets=("label",))
+        order = [11, 0, 5, 5, 3]
+        batch = reader.read(order)
+        reference = sds.open({os.fspath(root)!r})
+        for row, ordinal in enumerate(order):
+            assert batch["samples"][row].tobytes() == reference[ordinal]["samples"].data.tobytes()
+            assert batch["label"][row] == reference[ordinal].metadata["label"]
+        assert reader.stats.native_records == len(order), reader.stats
+        print("read", len(order), "records natively from", _native.__file__)
+        """
+    )
+    done = subprocess.run([python, "-c", child], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("read 5 records natively from ")
