@@ -9,12 +9,14 @@
 namespace sdsl {
 
 BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
-                    size_t count, const ShardOpener& open) {
+                    size_t count, const ShardOpener& open, const int64_t* starts) {
   BatchPlan plan;
   std::vector<size_t> order(count);
   std::iota(order.begin(), order.end(), size_t{0});
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return files[a] != files[b] ? files[a] < files[b] : shard_records[a] < shard_records[b];
+    if (files[a] != files[b]) return files[a] < files[b];
+    if (shard_records[a] != shard_records[b]) return shard_records[a] < shard_records[b];
+    return starts != nullptr && starts[a] < starts[b];
   });
   std::shared_ptr<const OpenShard> shard;
   int64_t shard_file = -1;
@@ -39,7 +41,9 @@ BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const in
     Run* run = plan.runs.empty() ? nullptr : &plan.runs.back();
     if (run != nullptr && run->shard == shard && !run->chunks.empty()) {
       WantedRecord& last = run->chunks.back().records.back();
-      if (last.shard_record == shard_record) {  // a duplicate: decode once, copy after
+      if (last.shard_record == shard_record &&
+          (starts == nullptr || starts[last.rows[0]] == starts[row])) {
+        // a duplicate: decode once, copy after
         last.rows.push_back(row);
         continue;
       }

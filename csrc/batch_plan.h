@@ -55,8 +55,10 @@ constexpr uint64_t kMaxRunBytes = 2 << 20;
 
 // Throws a corrupt error (naming the shard and the ordinal) for a record the
 // shard does not hold.
+// With `starts` (a window's start per row), repeats of a record fold into
+// one decode only when their windows start at the same place.
 BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
-                    size_t count, const ShardOpener& open);
+                    size_t count, const ShardOpener& open, const int64_t* starts = nullptr);
 
 }  // namespace sdsl
 

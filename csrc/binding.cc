@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "reader_error.h"
+#include "record_bytes.h"
 #include "shard_set.h"
 #include "shard_source.h"
 #include "shard_tools.h"
@@ -60,6 +61,9 @@ void TranslateReaderError(std::exception_ptr pointer) {
         return;
       case ErrorKind::kArgument:
         RaiseAs(PyExc_ValueError, error.what());
+        return;
+      case ErrorKind::kIndex:
+        RaiseAs(PyExc_IndexError, error.what());
         return;
       case ErrorKind::kIo: {
         py::object exception = py::reinterpret_steal<py::object>(
@@ -188,7 +192,8 @@ std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths, boo
 
 py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
                           const Int64Array& shard_records, const Int64Array& ordinals,
-                          const py::list& fields, const py::list& targets, int threads) {
+                          const py::list& fields, const py::list& targets, int threads,
+                          const py::object& starts, bool pad) {
   const size_t count = static_cast<size_t>(files.size());
   if (shard_records.size() != files.size() || ordinals.size() != files.size() ||
       files.ndim() != 1) {
@@ -213,6 +218,17 @@ py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
     for (uint64_t d : slot.shape) row *= d;
     slot.row_bytes = row;
     slot.base = WritableBase(py::reinterpret_borrow<py::object>(spec[4]), row * count, slot.name);
+    if (spec.size() > 5) {  // (..., window axis, lengths buffer or None)
+      slot.window_axis = spec[5].cast<int>();
+      if (slot.window_axis >= static_cast<int>(slot.shape.size()) || starts.is_none()) {
+        throw py::value_error("field " + slot.name + " has no axis " +
+                              std::to_string(slot.window_axis) + " to window");
+      }
+      if (!spec[6].is_none()) {
+        slot.lengths = WritableBase(py::reinterpret_borrow<py::object>(spec[6]), 8 * count,
+                                    slot.name + " lengths");
+      }
+    }
     layout.fields.push_back(std::move(slot));
   }
   for (const py::handle& item : targets) {
@@ -229,6 +245,15 @@ py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
   uint8_t* flags = needs_fallback.mutable_data();
   const int64_t* shard_record_data = shard_records.data();
   const int64_t* ordinal_data = ordinals.data();
+  Int64Array start_array;
+  if (!starts.is_none()) {
+    start_array = starts.cast<Int64Array>();
+    if (start_array.ndim() != 1 || static_cast<size_t>(start_array.size()) != count) {
+      throw py::value_error("starts must be a 1-D array with one start per index");
+    }
+    layout.window.starts = start_array.data();
+    layout.window.pad = pad;
+  }
   {
     py::gil_scoped_release release;
     set.Read(file_data, shard_record_data, ordinal_data, count, layout, threads, flags);
@@ -264,11 +289,39 @@ PYBIND11_MODULE(_native, m) {
            "One entry of `paths` per shard. Without `source` they are local files; with "
            "it, `source` (size(file), name(file), fetch(requests)) supplies every byte.")
       .def("read", &Read, py::arg("files"), py::arg("shard_records"), py::arg("ordinals"),
-           py::arg("fields"), py::arg("targets"), py::arg("threads"))
+           py::arg("fields"), py::arg("targets"), py::arg("threads"),
+           py::arg("starts") = py::none(), py::arg("pad") = false)
       .def("probe", &Probe, py::arg("file"), py::arg("shard_record"), py::arg("ordinal"))
       .def_property_readonly("num_files", &sdsl::ShardSet::num_files);
 
 
+  m.def(
+      "record_bytes",
+      [](sdsl::ShardSet& set, bool verify, const Int64Array& files, const Int64Array& records) {
+        if (files.ndim() != 1 || records.ndim() != 1 || files.size() != records.size()) {
+          throw py::value_error("files and records must be 1-D arrays of one length");
+        }
+        for (py::ssize_t k = 0; k < files.size(); ++k) {
+          if (files.data()[k] < 0 || static_cast<size_t>(files.data()[k]) >= set.num_files()) {
+            throw py::index_error("shard number " + std::to_string(files.data()[k]) +
+                                  " is out of range");
+          }
+        }
+        std::vector<std::optional<std::string>> payloads;
+        {
+          py::gil_scoped_release release;
+          payloads = sdsl::ReadRecordBytes(set, verify, files.data(), records.data(),
+                                           static_cast<size_t>(files.size()));
+        }
+        py::list out;
+        for (const auto& payload : payloads) {
+          if (payload) out.append(py::bytes(*payload));
+          else out.append(py::none());
+        }
+        return out;
+      },
+      py::arg("shard_set"), py::arg("verify"), py::arg("files"), py::arg("records"),
+      "Whole records as bytes (None where a chunk is transposed), for metadata shards.");
   m.def(
       "shard_summary",
       [](const std::string& path) {

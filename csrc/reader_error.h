@@ -15,6 +15,7 @@ enum class ErrorKind {
   kTarget,          // a metadata target is missing or not a scalar
   kIo,              // the operating system refused a read or an open
   kArgument,        // the caller passed something unusable
+  kIndex,           // a window start outside the record it is asked of
 };
 
 class ReaderError : public std::runtime_error {

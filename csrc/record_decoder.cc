@@ -50,9 +50,9 @@ uint64_t ReadHeader(ValueStream& stream, uint64_t record_size, RecordScratch* sc
 
 }  // namespace
 
-void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& layout,
-                  const std::vector<std::string>& keys, bool hinted, size_t row,
-                  RecordScratch* scratch) {
+uint64_t DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& layout,
+                      const std::vector<std::string>& keys, bool hinted, size_t row,
+                      RecordScratch* scratch, bool stop_after_fields) {
   const uint64_t data_size = ReadHeader(stream, record_size, scratch);
   const SafeTensorsHeader& parsed = scratch->parsed;
   // Every field's tensor must exist with the batch's dtype and shape before a
@@ -62,7 +62,11 @@ void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& 
   for (size_t f = 0; f < layout.fields.size(); ++f) {
     const FieldSlot& slot = layout.fields[f];
     const TensorEntry* tensor = parsed.Find(keys[f]);
-    if (tensor == nullptr || tensor->dtype != slot.dtype || tensor->shape != slot.shape) {
+    const bool fits = tensor != nullptr && tensor->dtype == slot.dtype &&
+                      (slot.window_axis < 0 ? tensor->shape == slot.shape
+                                            : ShapeFitsWindow(slot.shape, slot.window_axis,
+                                                              tensor->shape));
+    if (!fits) {
       if (hinted) throw KeyHintMiss{};
       const std::string found =
           tensor == nullptr ? "no such tensor" : tensor->dtype + " " + ShapeText(tensor->shape);
@@ -72,6 +76,8 @@ void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& 
     }
     slot_of[static_cast<size_t>(tensor - parsed.tensors.data())] = &slot;
   }
+  const uint64_t data_begin = record_size - data_size;
+  size_t fields_left = layout.fields.size();
   uint64_t position = 0;
   bool described = false;
   for (size_t t = 0; t < parsed.tensors.size(); ++t) {
@@ -79,7 +85,23 @@ void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& 
     stream.Skip(tensor.begin - position);
     const uint64_t size = tensor.end - tensor.begin;
     if (slot_of[t] != nullptr) {
-      stream.Read(slot_of[t]->base + row * slot_of[t]->row_bytes, size);
+      const FieldSlot& slot = *slot_of[t];
+      uint8_t* destination = slot.base + row * slot.row_bytes;
+      --fields_left;
+      if (slot.window_axis < 0) {
+        stream.Read(destination, size);
+      } else {
+        const WindowRuns runs =
+            PlanWindow(slot.shape, slot.window_axis, tensor.shape, DtypeItemSize(tensor.dtype),
+                       layout.window.starts[row], layout.window.pad, slot.name);
+        ReadWindow(stream, runs, destination);
+        if (slot.lengths != nullptr) {
+          const int64_t valid = static_cast<int64_t>(runs.valid);
+          std::memcpy(slot.lengths + row * sizeof(int64_t), &valid, sizeof(int64_t));
+        }
+        if (stop_after_fields && fields_left == 0) return data_begin + tensor.begin + runs.end();
+        stream.Skip(size - runs.end());
+      }
     } else if (tensor.key == kDescriptorTensor) {
       scratch->descriptor.resize(static_cast<size_t>(size));
       stream.Read(scratch->descriptor.data(), size);
@@ -108,6 +130,7 @@ void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& 
       std::memcpy(target.base + row * sizeof(double), &value.as_float, sizeof(double));
     }
   }
+  return record_size;
 }
 
 ByteSpan DescribeRecord(const uint8_t* record, uint64_t size, RecordScratch* scratch) {

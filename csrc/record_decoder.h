@@ -10,6 +10,7 @@
 #include "record_descriptor.h"
 #include "safetensors_header.h"
 #include "value_stream.h"
+#include "window_plan.h"
 
 namespace sdsl {
 
@@ -21,6 +22,10 @@ struct FieldSlot {
   std::vector<uint64_t> shape;
   uint64_t row_bytes = 0;
   uint8_t* base = nullptr;
+  // The axis of `shape` the batch's window cuts (-1: the field is read
+  // whole); `shape` then holds the window's length there.
+  int window_axis = -1;
+  uint8_t* lengths = nullptr;  // int64 per row: positions of the window the record holds
 };
 
 struct TargetSlot {
@@ -32,6 +37,7 @@ struct TargetSlot {
 struct BatchLayout {
   std::vector<FieldSlot> fields;
   std::vector<TargetSlot> targets;
+  WindowSpec window;
 };
 
 struct RecordScratch {
@@ -56,9 +62,14 @@ struct KeyHintMiss {};
 // `layout` (found under `keys[i]`) into row `row`. With `hinted` set, a key
 // that turns out wrong raises KeyHintMiss; otherwise the keys are the
 // record's own and a disagreement is a schema mismatch.
-void DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& layout,
-                  const std::vector<std::string>& keys, bool hinted, size_t row,
-                  RecordScratch* scratch);
+//
+// With `stop_after_fields` (a window read from a zstd stream, no targets),
+// decoding stops after the last byte a field needs: the descriptor, stored
+// after the tensors, is not read, so the keys are trusted as the SafeTensors
+// header confirms them (dtype and shape). Returns the bytes consumed.
+uint64_t DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& layout,
+                      const std::vector<std::string>& keys, bool hinted, size_t row,
+                      RecordScratch* scratch, bool stop_after_fields = false);
 
 // Reads a whole in-memory record's header and descriptor. Returns where the
 // descriptor's bytes lie in `record`.

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "codecs.h"
 #include "materialize.h"
 #include "reader_error.h"
 #include "riegeli_chunk.h"
@@ -20,6 +21,9 @@ void CopyRow(const BatchLayout& layout, size_t from, size_t to) {
   for (const TargetSlot& target : layout.targets) {
     std::memcpy(target.base + to * 8, target.base + from * 8, 8);
   }
+  for (const FieldSlot& slot : layout.fields) {
+    if (slot.lengths != nullptr) std::memcpy(slot.lengths + to * 8, slot.lengths + from * 8, 8);
+  }
 }
 
 }  // namespace
@@ -32,7 +36,8 @@ std::string RecordContext(const std::string& path, int64_t ordinal, uint64_t sha
 void RethrowForRecord(const Run& run, const WantedRecord& record, const int64_t* ordinals,
                       const ReaderError& error) {
   const int64_t ordinal = ordinals[record.rows[0]];
-  if (error.kind() == ErrorKind::kTarget || error.kind() == ErrorKind::kSchemaMismatch) {
+  if (error.kind() == ErrorKind::kTarget || error.kind() == ErrorKind::kSchemaMismatch ||
+      error.kind() == ErrorKind::kIndex) {
     throw ReaderError(error.kind(), "record " + std::to_string(ordinal) + ": " + error.what());
   }
   throw ReaderError(error.kind(),
@@ -65,15 +70,24 @@ void DecodeRun(const Run& run, const uint8_t* bytes, const BatchLayout& layout,
       }
       ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
       std::unique_ptr<ValueStream> stream = OpenValueStream(parsed, &decoded, scratch);
+      // A window from a zstd chunk need not decompress past its own end.
+      const bool stop_after_fields =
+          layout.window.active() && layout.targets.empty() && parsed.compression == kZstd;
       uint64_t stream_position = 0;
+      uint64_t consumed = 0;
       for (const WantedRecord& record : wanted.records) {
         current = &record;
         const uint64_t begin = parsed.offsets[record.chunk_record];
         const uint64_t size = parsed.sizes[record.chunk_record];
+        if (begin < stream_position) {
+          // The same record again, with another window: start the values over.
+          stream = OpenValueStream(parsed, &decoded, scratch);
+          stream_position = 0;
+        }
         stream->Skip(begin - stream_position);
         try {
-          DecodeRecord(*stream, size, layout, keys, /*hinted=*/true, record.rows[0],
-                       &scratch->record_scratch);
+          consumed = DecodeRecord(*stream, size, layout, keys, /*hinted=*/true, record.rows[0],
+                                  &scratch->record_scratch, stop_after_fields);
         } catch (const KeyHintMiss&) {
           // The descriptor maps fields to other tensors than assumed: read
           // this record whole, learn its keys, and decode it again.
@@ -88,8 +102,9 @@ void DecodeRun(const Run& run, const uint8_t* bytes, const BatchLayout& layout,
           whole.Append(scratch->record.data(), static_cast<size_t>(size));
           PiecesStream again(whole);
           DecodeRecord(again, size, layout, keys, false, record.rows[0], &scratch->record_scratch);
+          consumed = size;
         }
-        stream_position = begin + size;
+        stream_position = begin + consumed;
         for (size_t k = 1; k < record.rows.size(); ++k) {
           CopyRow(layout, record.rows[0], record.rows[k]);
         }

@@ -21,7 +21,8 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
                     uint8_t* needs_fallback) {
   std::memset(needs_fallback, 0, count);
   const BatchPlan plan = PlanBatch(files, shard_records, ordinals, count,
-                                   [this](size_t file) { return shards_.Open(file); });
+                                   [this](size_t file) { return shards_.Open(file); },
+                                   layout.window.starts);
   for (size_t row : plan.unsupported_rows) needs_fallback[row] = 1;
   RunWork work;
   work.decode = [&](const Run& run, const uint8_t* bytes, WorkerScratch* scratch) {

@@ -15,6 +15,19 @@ from dataclasses import dataclass
 import numpy as np
 import signal_dataset as sds
 
+#: Every layout signal_dataset's writer produces that the native core reads.
+WRITER_OPTIONS = [
+    None,  # signal_dataset's default: group_size:1, zstd
+    "group_size:1",
+    "group_size:1,uncompressed",
+    "group_size:1,snappy",
+    "group_size:1,brotli:6",
+    "group_size:8,zstd:3",
+    "group_size:4,uncompressed",
+    "group_size:4,snappy",
+    "group_size:3,brotli:6",
+]
+
 #: Builds record `ordinal` of a dataset.
 RecordMaker = Callable[[int], sds.Record]
 

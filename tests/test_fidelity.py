@@ -17,6 +17,7 @@ from sds_factory import (
     BLOCK_HEADER_SIZE,
     BLOCK_SIZE,
     CHUNK_HEADER_SIZE,
+    WRITER_OPTIONS,
     assert_batch,
     data_shards,
     field,
@@ -64,17 +65,6 @@ def positive(indices: list[int], count: int) -> list[int]:
 
 # -- compression and grouping -----------------------------------------------
 
-WRITER_OPTIONS = [
-    None,  # signal_dataset's default: group_size:1, zstd
-    "group_size:1",
-    "group_size:1,uncompressed",
-    "group_size:1,snappy",
-    "group_size:1,brotli:6",
-    "group_size:8,zstd:3",
-    "group_size:4,uncompressed",
-    "group_size:4,snappy",
-    "group_size:3,brotli:6",
-]
 
 
 @pytest.fixture(scope="module", params=WRITER_OPTIONS, ids=lambda option: option or "default")

@@ -3,6 +3,7 @@
 from sds_loader.dataset_root import DatasetNotFoundError
 from sds_loader.errors import CorruptShardError, MixedShapesError, TargetError, UnknownNameError
 from sds_loader.reader import BatchReader, ReadStats
+from sds_loader.windows import Window
 
 __all__ = [
     "BatchReader",
@@ -12,5 +13,6 @@ __all__ = [
     "ReadStats",
     "TargetError",
     "UnknownNameError",
+    "Window",
 ]
 __version__ = "0.1.0"

@@ -44,8 +44,9 @@ def native_unavailable_reason(dataset: sds.Dataset) -> str | None:
     return None
 
 
-def shard_table(dataset: sds.Dataset) -> ShardTable:
-    instructions = dataset.read_instructions(0, len(dataset))
+def shard_table(dataset: sds.Dataset, *, metadata: bool = False) -> ShardTable:
+    """The data shards' table, or with `metadata` the metadata shards' (aligned record for record)."""
+    instructions = dataset.read_instructions(0, len(dataset), metadata=metadata)
     path_index: dict[str, int] = {}
     starts, skips, files = [], [], []
     for instruction in instructions:

@@ -36,8 +36,10 @@ import signal_dataset as sds
 from sds_loader import fallback_helper
 from sds_loader.dtypes import safetensors_name
 from sds_loader.errors import SchemaMismatch, TargetError
+from sds_loader.record_metadata import RecordLayout, record_layout
 from sds_loader.schema import FieldSpec, Schema, raise_missing, raise_not_scalar
 from sds_loader.stores import for_this_process, portable
+from sds_loader.windows import cut, length_key
 
 #: One record as the helper sends it: the requested fields' arrays, and the
 #: record's metadata as plain dicts and lists.
@@ -76,14 +78,22 @@ class FallbackReader:
         positions: np.ndarray,
         schema: Schema,
         outputs: Mapping[str, np.ndarray],
+        starts: np.ndarray | None = None,
+        pad: bool = False,
     ) -> None:
-        """Decode `ordinals` with signal_dataset and write them at `positions`."""
+        """Decode `ordinals` with signal_dataset and write them at `positions`
+        (cut to the window at `starts` along each windowed field's axis)."""
         unique, inverse = np.unique(ordinals, return_inverse=True)
         names = tuple(spec.name for spec in schema.fields)
         records: list[Decoded] = self._call("read_records", [int(value) for value in unique], names)
-        for position, which in zip(positions.tolist(), inverse.tolist(), strict=True):
+        for row, (position, which) in enumerate(zip(positions.tolist(), inverse.tolist(), strict=True)):
             fields, metadata = records[which]
-            _write_row(int(unique[which]), fields, metadata, schema, outputs, position)
+            start = None if starts is None else int(starts[row])
+            _write_row(int(unique[which]), fields, metadata, schema, outputs, position, start, pad)
+
+    def record_layouts(self, ordinals: list[int]) -> list[RecordLayout]:
+        """Each record's field layouts, from its metadata (no tensor is read)."""
+        return self._call("read_layouts", ordinals)
 
     def close(self) -> None:
         """Stop this process's helper; the next read starts another."""
@@ -178,6 +188,10 @@ def read_records(dataset: sds.Dataset, ordinals: list[int], names: Sequence[str]
     ]
 
 
+def read_layouts(dataset: sds.Dataset, ordinals: list[int]) -> list[RecordLayout]:
+    return [record_layout(record) for record in dataset.record_metadata.__getitems__(ordinals)]
+
+
 def _plain(value: object) -> object:
     """Metadata as dicts and lists: signal_dataset's frozen mappings do not pickle."""
     if isinstance(value, Mapping):
@@ -213,11 +227,21 @@ def _write_row(
     schema: Schema,
     outputs: Mapping[str, np.ndarray],
     position: int,
+    start: int | None = None,
+    pad: bool = False,
 ) -> None:
     for spec in schema.fields:
         data = fields.get(spec.name)
-        if data is None or data.dtype != spec.dtype or tuple(data.shape) != spec.shape:
+        if data is None or data.dtype != spec.dtype:
             raise SchemaMismatch(ordinal)
+        found = FieldSpec(spec.name, spec.tensor, spec.dtype_name, tuple(data.shape), spec.window_axis)
+        if found.layout_key() != spec.layout_key():
+            raise SchemaMismatch(ordinal)
+        if spec.window_axis is not None and start is not None:
+            length = outputs[spec.name].shape[1 + spec.window_axis]
+            data, valid = cut(data, spec.window_axis, start, length, pad, ordinal=ordinal, field=spec.name)
+            if spec.name in schema.lengths:
+                outputs[length_key(spec.name)][position] = valid
         outputs[spec.name][position] = data
     for target in schema.targets:
         if target.key not in metadata:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from sds_loader.schema import Schema
+from sds_loader.windows import length_key
 
 #: Allocates one uninitialised array; a pool or shared-memory allocator can
 #: stand in for numpy's so that a batch is written where it will be consumed.
@@ -21,12 +22,14 @@ def allocate(schema: Schema, batch: int, allocator: Allocator | None = None) -> 
     make = allocator or default_allocator
     arrays = {spec.name: make((batch, *spec.shape), spec.dtype) for spec in schema.fields}
     arrays.update({target.key: make((batch,), target.dtype) for target in schema.targets})
+    arrays.update({length_key(name): make((batch,), np.dtype(np.int64)) for name in schema.lengths})
     return arrays
 
 
 def expected_layout(schema: Schema, batch: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     layout = {spec.name: ((batch, *spec.shape), spec.dtype) for spec in schema.fields}
     layout.update({target.key: ((batch,), target.dtype) for target in schema.targets})
+    layout.update({length_key(name): ((batch,), np.dtype(np.int64)) for name in schema.lengths})
     return layout
 
 

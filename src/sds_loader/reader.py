@@ -18,8 +18,10 @@ from sds_loader.dataset_root import open_dataset
 from sds_loader.errors import MixedShapesError, SchemaMismatch, UnknownNameError, UnknownTargetError
 from sds_loader.indices import normalize, normalize_one
 from sds_loader.outputs import Allocator, adopt, allocate
+from sds_loader.record_metadata import MetadataSource, describe_axes
 from sds_loader.schema import FieldSpec, Schema, TargetSpec, target_kind
 from sds_loader.stores import for_this_process, portable
+from sds_loader.windows import Window, crop_starts, length_key, normalize_starts
 
 
 #: More threads than this are never started for one read (the native side takes a C int).
@@ -60,6 +62,15 @@ class _ProcessState:
             self.table = shard_table(self.dataset)
             # Any count past 2**32 means "no limit"; the native side takes a size_t.
             self.native = _native.ShardSet(list(self.table.paths), verify_checksums, min(max_open_files, 1 << 32))
+        self._verify = verify_checksums
+        self._metadata: MetadataSource | None = None
+
+    @property
+    def metadata(self) -> MetadataSource:
+        """Record metadata by ordinal, opened on first use (windows and samplers need it)."""
+        if self._metadata is None:
+            self._metadata = MetadataSource(self.dataset, self.fallback, verify_checksums=self._verify)
+        return self._metadata
 
 
 class BatchReader:
@@ -81,6 +92,23 @@ class BatchReader:
     remote roots) are served by signal_dataset's reader with identical results;
     `stats` counts which path served each record.
 
+    `window` (a `Window`) keeps `length` positions of one named axis of every
+    selected field that carries it, from a start per index (``read(indices,
+    starts=...)``); records of different lengths along that axis then batch
+    together. What a window costs depends on the shard:
+
+    - uncompressed: only the window's bytes are read (one run per position of
+      the axes before the window's axis), when `verify_checksums` is off or
+      once this process has verified the record's chunk; the first read of a
+      chunk verifies it whole, since a hash covers the whole chunk.
+    - zstd: decompression stops at the window's end. The record's descriptor,
+      stored after the tensors, is then not read: each field's tensor is the
+      one the SafeTensors header shows with the batch's dtype and shape, as
+      signal_dataset names them. Requesting targets, which live in the
+      descriptor, decompresses the whole record.
+    - snappy, brotli, grouped chunks: the whole chunk is decoded as without a
+      window, and only the window is copied.
+
     `object_store` is passed to `signal_dataset.open` (a store configured for
     another endpoint, say); by default the store comes from signal_dataset's
     registry, as it does for `signal_dataset.open(uri)`.
@@ -96,6 +124,7 @@ class BatchReader:
         verify_checksums: bool = True,
         max_open_files: int = 64,
         object_store: ObjectStore | None = None,
+        window: Window | None = None,
     ) -> None:
         if not isinstance(uri, str | os.PathLike):
             raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
@@ -108,6 +137,9 @@ class BatchReader:
             raise ValueError(f"threads must be a positive integer, not {threads!r}")
         if isinstance(max_open_files, bool) or not isinstance(max_open_files, int) or max_open_files < 1:
             raise ValueError(f"max_open_files must be a positive integer, not {max_open_files!r}")
+        if window is not None and not isinstance(window, Window):
+            raise TypeError(f"window must be a sds_loader.Window, not {type(window).__name__}")
+        self._window = window
         self._threads = threads
         self._verify = bool(verify_checksums)
         self._max_open_files = max_open_files
@@ -173,6 +205,10 @@ class BatchReader:
         self._threads = value
 
     @property
+    def window(self) -> Window | None:
+        return self._window
+
+    @property
     def native_unavailable_reason(self) -> str | None:
         """Why every record goes through signal_dataset, or None when none must."""
         return self._process().native_reason
@@ -198,6 +234,8 @@ class BatchReader:
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
         """One record's selected fields and targets, without the batch axis."""
         ordinal = normalize_one(index, len(self))
+        if self._window is not None:
+            return {name: array[0] for name, array in self.read([ordinal]).items()}
         schema = self._probe(ordinal)
         arrays = allocate(schema, 1)
         try:
@@ -211,6 +249,7 @@ class BatchReader:
         indices: Iterable[int] | np.ndarray,
         out: Mapping[str, object] | None = None,
         *,
+        starts: Iterable[int] | np.ndarray | None = None,
         allocator: Allocator | None = None,
     ) -> dict[str, np.ndarray]:
         """Read `indices` (any order, repeats allowed) into one array per field.
@@ -225,8 +264,25 @@ class BatchReader:
         be partly written: their contents are undefined until a read into them
         succeeds. Avoiding that would mean decoding every batch into scratch
         first and copying it, which costs a pass over every byte read.
+
+        With a window, `starts` gives each row's first position along the
+        window's axis (default: the window's crop, with seed 0 and epoch 0;
+        see `window_starts`). A start outside its record, or without padding a
+        window past its end, raises IndexError naming the record.
         """
         ordinals = normalize(indices, len(self))
+        window = self._window
+        if starts is not None and window is None:
+            raise ValueError(
+                "starts= places a window, and this reader has none; make it with "
+                "window=sds_loader.Window(axis, length)"
+            )
+        if window is not None:
+            starts = (
+                normalize_starts(starts, ordinals.size)
+                if starts is not None
+                else self._crop(ordinals, seed=0, epoch=0)
+            )
         schema = self._schema
         if schema is None:
             if len(self) == 0:
@@ -236,7 +292,11 @@ class BatchReader:
                 )
             schema = self._probe(int(ordinals[0]) if ordinals.size else 0)
 
+        window_length = self._batch_window_length(ordinals, starts)
+
         def buffers(layout: Schema) -> dict[str, np.ndarray]:
+            if window_length is not None:
+                layout = layout.windowed(window_length)
             if out is not None:
                 return adopt(out, layout, ordinals.size)
             return allocate(layout, ordinals.size, allocator)
@@ -245,13 +305,13 @@ class BatchReader:
         if ordinals.size == 0:
             return arrays
         try:
-            self._read_into(ordinals, schema, arrays)
+            self._read_into(ordinals, schema, arrays, starts)
         except SchemaMismatch:
             self.stats.schema_retries += 1
             schema = self._uniform_schema(ordinals)
             arrays = buffers(schema)
             try:
-                self._read_into(ordinals, schema, arrays)
+                self._read_into(ordinals, schema, arrays, starts)
             except SchemaMismatch as again:
                 # Every record agreed when probed one by one, yet not when read
                 # together: report it as the layout problem it is.
@@ -260,27 +320,104 @@ class BatchReader:
         self.stats.batches += 1
         return arrays
 
+    def window_starts(
+        self, indices: Iterable[int] | np.ndarray, *, seed: int = 0, epoch: int = 0
+    ) -> np.ndarray:
+        """The starts the window's crop picks for `indices` in `epoch` under `seed`.
+
+        ``"random"`` is a function of (seed, epoch, ordinal) alone, so every
+        process and rank picks the same. Record lengths come from the dataset's
+        record metadata, not from reading records.
+        """
+        if self._window is None:
+            raise ValueError("this reader has no window; make it with window=sds_loader.Window(...)")
+        return self._crop(normalize(indices, len(self)), seed=seed, epoch=epoch)
+
     # -- internals ----------------------------------------------------------
 
-    def _read_into(self, ordinals: np.ndarray, schema: Schema, arrays: dict[str, np.ndarray]) -> None:
+    def _crop(self, ordinals: np.ndarray, *, seed: int, epoch: int) -> np.ndarray:
+        window = self._window
+        assert window is not None
+        if window.crop == "start" or window.length is None:
+            return np.zeros(ordinals.size, dtype=np.int64)
+        lengths = self._record_lengths(ordinals)
+        return crop_starts(window.crop, window.length, lengths, ordinals, seed=seed, epoch=epoch)
+
+    def _record_lengths(self, ordinals: np.ndarray) -> np.ndarray:
+        window = self._window
+        assert window is not None
+        return self._process().metadata.lengths(ordinals, window.axis, self._fields)
+
+    def _batch_window_length(self, ordinals: np.ndarray, starts: np.ndarray | None) -> int | None:
+        """The window's length for this batch: fixed, or the longest row (length=None)."""
+        window = self._window
+        if window is None:
+            return None
+        if window.length is not None:
+            return window.length
+        if ordinals.size == 0:
+            return 0
+        assert starts is not None
+        lengths = self._record_lengths(ordinals)
+        outside = (starts < 0) | (starts >= lengths)
+        if outside.any():
+            k = int(np.argmax(outside))
+            raise IndexError(
+                f"record {int(ordinals[k])}: window start {int(starts[k])} is outside its "
+                f"{int(lengths[k])} positions along axis {window.axis!r}; pass a start from 0 "
+                f"to {max(int(lengths[k]) - 1, 0)}"
+            )
+        return int((lengths - starts).max())
+
+    def _window_axes(self, ordinal: int, names: Sequence[str] | None = None) -> dict[str, int]:
+        """Where the window's axis sits in each selected field of record `ordinal` that has it."""
+        window = self._window
+        assert window is not None
+        record = self._process().metadata.read(np.asarray([ordinal], dtype=np.int64))[0]
+        selected = tuple(names) if names is not None else self._fields
+        axes: dict[str, int] = {}
+        for name in selected if selected is not None else tuple(record):
+            if name in record and window.axis in record[name].axes:
+                axes[name] = record[name].axes.index(window.axis)
+        if not axes:
+            raise ValueError(
+                f"no selected field has axis {window.axis!r} to window; the fields' axes are "
+                f"{describe_axes(record, selected)}. Pass Window() one of those axis names."
+            )
+        return axes
+
+    def _read_into(
+        self,
+        ordinals: np.ndarray,
+        schema: Schema,
+        arrays: dict[str, np.ndarray],
+        starts: np.ndarray | None = None,
+    ) -> None:
         state = self._process()
+        pad = self._window is not None and self._window.pad
         if state.native is None:
-            state.fallback.fill(ordinals, np.arange(ordinals.size), schema, arrays)
+            state.fallback.fill(ordinals, np.arange(ordinals.size), schema, arrays, starts, pad)
             self.stats.fallback_records += int(ordinals.size)
             return
         assert state.table is not None
         files, locals_ = state.table.locate(ordinals)
-        field_args = [
-            (spec.name, spec.tensor, spec.dtype_name, spec.shape, arrays[spec.name])
-            for spec in schema.fields
-        ]
+        field_args = []
+        for spec in schema.fields:
+            args: tuple = (spec.name, spec.tensor, spec.dtype_name, arrays[spec.name].shape[1:], arrays[spec.name])
+            if spec.window_axis is not None:
+                args += (spec.window_axis, arrays.get(length_key(spec.name)))
+            field_args.append(args)
         target_args = [(target.key, target.kind, arrays[target.key]) for target in schema.targets]
         needs_fallback = state.native.read(
-            files, locals_, ordinals, field_args, target_args, min(self._threads, _MAX_THREADS)
+            files, locals_, ordinals, field_args, target_args, min(self._threads, _MAX_THREADS),
+            starts, pad,
         )
         positions = np.flatnonzero(needs_fallback)
         if positions.size:
-            state.fallback.fill(ordinals[positions], positions, schema, arrays)
+            state.fallback.fill(
+                ordinals[positions], positions, schema, arrays,
+                None if starts is None else starts[positions], pad,
+            )
         self.stats.fallback_records += int(positions.size)
         self.stats.native_records += int(ordinals.size - positions.size)
 
@@ -308,9 +445,26 @@ class BatchReader:
                 f"{clash[0]!r} names both a field and a target, and a batch has one array per "
                 "name; select the field with fields= or drop the target"
             )
+        lengths: tuple[str, ...] = ()
+        if self._window is not None:
+            axes = self._window_axes(ordinal, [spec.name for spec in fields])
+            fields = tuple(
+                FieldSpec(spec.name, spec.tensor, spec.dtype_name, spec.shape, axes.get(spec.name))
+                for spec in fields
+            )
+            if self._window.pad:
+                lengths = tuple(spec.name for spec in fields if spec.name in axes)
+                taken = {spec.name for spec in fields} | set(self._targets)
+                for name in lengths:
+                    if length_key(name) in taken:
+                        raise ValueError(
+                            f"a padded window returns {length_key(name)!r} beside field {name!r}, "
+                            "and that name is already selected; rename or drop the field or target"
+                        )
         return Schema(
             fields=fields,
             targets=tuple(self._target_spec(key, metadata, ordinal) for key in self._targets),
+            lengths=lengths,
         )
 
     def _select(self, available: tuple[FieldSpec, ...], ordinal: int) -> tuple[FieldSpec, ...]:
@@ -337,7 +491,7 @@ class BatchReader:
         schemas: dict[tuple, Schema] = {}
         for ordinal in np.unique(ordinals).tolist():
             schema = self._probe(ordinal)
-            key = tuple((f.name, f.dtype_name, f.shape) for f in schema.fields)
+            key = tuple(f.layout_key() for f in schema.fields)
             layouts.setdefault(key, []).append(ordinal)
             schemas.setdefault(key, schema)
         if len(layouts) == 1:

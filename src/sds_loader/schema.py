@@ -23,7 +23,25 @@ class FieldSpec:
     tensor: str
     #: SafeTensors dtype name, e.g. "C64".
     dtype_name: str
+    #: The shape of the field in a batch row: a window's length along the
+    #: window's axis, the record's own shape elsewhere.
     shape: tuple[int, ...]
+    #: Which axis of `shape` a window cuts, or None when the field is read whole.
+    window_axis: int | None = None
+
+    def windowed(self, length: int) -> FieldSpec:
+        if self.window_axis is None:
+            return self
+        shape = list(self.shape)
+        shape[self.window_axis] = length
+        return FieldSpec(self.name, self.tensor, self.dtype_name, tuple(shape), self.window_axis)
+
+    def layout_key(self) -> tuple:
+        """What records must agree on to share a batch: all but the window's axis."""
+        shape = list(self.shape)
+        if self.window_axis is not None:
+            shape[self.window_axis] = -1
+        return (self.name, self.dtype_name, tuple(shape))
 
     @property
     def dtype(self) -> np.dtype:
@@ -48,14 +66,18 @@ class TargetSpec:
 class Schema:
     fields: tuple[FieldSpec, ...]
     targets: tuple[TargetSpec, ...]
+    #: Fields whose valid window positions come back as ``<field>_length``.
+    lengths: tuple[str, ...] = ()
 
     def describe(self) -> str:
         return ", ".join(field.describe() for field in self.fields)
 
+    def windowed(self, length: int) -> Schema:
+        """This layout with every windowed field cut to `length` along the window's axis."""
+        return Schema(tuple(f.windowed(length) for f in self.fields), self.targets, self.lengths)
+
     def same_layout(self, other: Schema) -> bool:
-        return [(f.name, f.dtype_name, f.shape) for f in self.fields] == [
-            (f.name, f.dtype_name, f.shape) for f in other.fields
-        ]
+        return [f.layout_key() for f in self.fields] == [f.layout_key() for f in other.fields]
 
 
 def target_kind(value: object, *, key: str, ordinal: int) -> str:

@@ -1,0 +1,165 @@
+"""Windows: a fixed-length slice of every record along one named axis.
+
+Radio captures vary in length and often run to millions of samples, while a
+model trains on fixed windows. A `Window` names an axis (a signal_dataset
+axis name such as ``"time"``) and a length; every selected field that carries
+the axis keeps only the window's positions of it, wherever the axis sits in
+the field's shape, and fields without it are read whole. Records of different
+lengths along the axis then batch together: the window fixes the shape.
+
+The reader reads only what a window needs where the storage lets it: on
+uncompressed shards, just the window's bytes (once a chunk has been verified,
+or with verification off); on zstd shards, decompression stops at the
+window's end. See `BatchReader` for the trade-offs.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Where a window starts when `read` is given no starts.
+CROPS = ("start", "center", "random")
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """`length` positions of `axis`, from a start chosen per record.
+
+    `pad=True` lets a window run past the end of a shorter record: the rest of
+    its row is zero and the batch carries ``<field>_length``, the valid
+    positions of each row. Without it such a window raises `IndexError`.
+    `length=None` (with ``pad=True``) pads every row to the longest record of
+    its batch instead of cutting a fixed length.
+
+    `crop` chooses starts when none are passed: ``"start"`` (0), ``"center"``,
+    or ``"random"``: uniform over the positions where the window fits (0 when
+    the record is shorter), a function of (seed, epoch, ordinal) alone, so
+    that the same seed and epoch reproduce it in any process.
+    """
+
+    axis: str
+    length: int | None
+    pad: bool = False
+    crop: str = "start"
+
+    def __init__(self, axis: str, length: int | None, *, pad: bool = False, crop: str = "start") -> None:
+        if not isinstance(axis, str) or not axis:
+            raise TypeError(f"Window axis must be a non-empty axis name, not {axis!r}")
+        if length is not None:
+            if isinstance(length, bool) or not isinstance(length, numbers.Integral):
+                raise TypeError(f"Window length must be a positive integer or None, not {length!r}")
+            if length < 1:
+                raise ValueError(f"Window length must be at least 1, not {length}")
+            length = int(length)
+        elif not pad:
+            raise ValueError(
+                "Window(axis, None) pads every row to the longest record of its batch; "
+                "pass pad=True with it, or a length"
+            )
+        if crop not in CROPS:
+            raise ValueError(f"Window crop must be one of {CROPS}, not {crop!r}")
+        object.__setattr__(self, "axis", axis)
+        object.__setattr__(self, "length", length)
+        object.__setattr__(self, "pad", bool(pad))
+        object.__setattr__(self, "crop", crop)
+
+
+def length_key(field: str) -> str:
+    """The name of the array of valid positions that comes with a padded field."""
+    return f"{field}_length"
+
+
+def normalize_starts(starts: Iterable[int] | np.ndarray, count: int) -> np.ndarray:
+    """One int64 start per index; range is checked against each record later."""
+    if isinstance(starts, str | bytes) or not isinstance(starts, Iterable | np.ndarray):
+        raise TypeError(f"starts must be a sequence of integers, not {type(starts).__name__}")
+    if isinstance(starts, np.ndarray):
+        array = starts
+        if array.dtype == np.bool_ or not np.issubdtype(array.dtype, np.integer):
+            raise TypeError(f"starts must be integers; got an array of {array.dtype}")
+        if array.ndim != 1:
+            raise ValueError(f"starts must be one-dimensional; got shape {array.shape}")
+        if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
+            raise IndexError(f"start {int(array.max())} is past the end of every record")
+        array = array.astype(np.int64)
+    else:
+        values = list(starts)
+        for value in values:
+            if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"starts must be integers; got {type(value).__name__} {value!r}")
+            if not -(2**63) <= value < 2**63:
+                raise IndexError(f"start {int(value)} is past the end of every record")
+        array = np.asarray(values, dtype=np.int64) if values else np.zeros(0, dtype=np.int64)
+    if array.size != count:
+        raise ValueError(f"starts has {array.size} entries for {count} indices; pass one start per index")
+    return np.ascontiguousarray(array)
+
+
+def crop_starts(
+    crop: str,
+    window_length: int | None,
+    lengths: np.ndarray,
+    ordinals: np.ndarray,
+    *,
+    seed: int,
+    epoch: int,
+) -> np.ndarray:
+    """Starts for records of `lengths` along the window's axis."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if crop == "start" or window_length is None:
+        return np.zeros(lengths.size, dtype=np.int64)
+    room = np.maximum(lengths - window_length, 0)
+    if crop == "center":
+        return room // 2
+    draws = _uniform_draws(seed, epoch, np.asarray(ordinals, dtype=np.int64))
+    # 53 random bits as a fraction in [0, 1), scaled onto [0, room]: uniform to
+    # within 2**-53, for any record length a float64 holds exactly.
+    fraction = (draws >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    return np.minimum(np.floor(fraction * (room + 1)).astype(np.int64), room)
+
+
+def _uniform_draws(seed: int, epoch: int, ordinals: np.ndarray) -> np.ndarray:
+    """64 well-mixed bits per ordinal from (seed, epoch, ordinal): SplitMix64's finaliser
+    over a combination of the three, so no generator state crosses processes."""
+    with np.errstate(over="ignore"):
+        key = np.uint64(_mix(_mix(np.uint64(seed & (2**64 - 1))) ^ np.uint64(epoch & (2**64 - 1))))
+        return _mix(ordinals.astype(np.uint64) ^ key)
+
+
+def _mix(value):  # type: ignore[no-untyped-def]
+    with np.errstate(over="ignore"):
+        value = value + np.uint64(0x9E3779B97F4A7C15)
+        value = (value ^ (value >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        value = (value ^ (value >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return value ^ (value >> np.uint64(31))
+
+
+def cut(data: np.ndarray, axis: int, start: int, length: int, pad: bool, *, ordinal: int, field: str) -> tuple[np.ndarray, int]:
+    """`data`'s window along `axis` (zero-padded to `length`), and how many positions are valid."""
+    total = data.shape[axis]
+    if start < 0 or start >= total:
+        raise IndexError(
+            f"record {ordinal}: window start {start} is outside field {field!r}, which holds "
+            f"{total} positions along the window's axis; pass a start from 0 to {max(total - 1, 0)}"
+        )
+    valid = min(length, total - start)
+    if valid < length and not pad:
+        raise IndexError(
+            f"record {ordinal}: window of {length} positions at start {start} runs past the end "
+            f"of field {field!r}, which holds {total} positions along the window's axis; pass a "
+            f"start of at most {max(total - length, 0)}, or Window(..., pad=True) to zero-fill"
+        )
+    taken = np.take(data, np.arange(start, start + valid), axis=axis)
+    if valid == length:
+        return taken, valid
+    shape = list(data.shape)
+    shape[axis] = length
+    out = np.zeros(shape, dtype=data.dtype)
+    index = [slice(None)] * data.ndim
+    index[axis] = slice(0, valid)
+    out[tuple(index)] = taken
+    return out, valid
