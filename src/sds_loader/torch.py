@@ -31,6 +31,7 @@ from torch.utils.data import get_worker_info as _get_worker_info
 from sds_loader.errors import UnknownNameError, UnknownTargetError
 from sds_loader.reader import BatchReader
 from sds_loader.samplers import ShardAwareSampler
+from sds_loader.shared_epoch import SharedEpoch
 from sds_loader.torch_buffers import (
     BufferSource,
     PagePool,
@@ -38,6 +39,7 @@ from sds_loader.torch_buffers import (
     SharedMemorySource,
     read_tensors,
 )
+from sds_loader.windows import Window, length_key
 
 __all__ = ["Batch", "SDSTorchDataset", "ShardAwareSampler", "collate"]
 
@@ -146,6 +148,17 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
     The live reader is process-local: pickling drops it and a process whose
     PID differs from the opener's (a forked worker) opens its own, so fork and
     spawn workers, persistent or not, all work.
+
+    `window` (a `sds_loader.Window`) cuts every field that carries its axis to
+    the window, so captures of any length batch together::
+
+        SDSTorchDataset(uri, window=Window("time", 4096, crop="random", pad=True), seed=0)
+
+    Each record's start follows the window's crop: ``"start"``, ``"center"``,
+    or ``"random"``, a function of (`seed`, epoch, ordinal) alone, so every
+    worker and rank crops alike and `set_epoch` moves every record's window,
+    in persistent workers too. With ``pad=True`` items and batches carry
+    ``<key>_length`` (``inputs_length``): the valid positions of each row.
     """
 
     def __init__(
@@ -159,6 +172,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         threads: int | None = None,
         pin_memory: bool = False,
         verify_checksums: bool = True,
+        window: Window | None = None,
+        seed: int = 0,
     ) -> None:
         if not isinstance(uri, str | os.PathLike):
             raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
@@ -173,6 +188,13 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         self._threads = threads
         self._pin_memory = bool(pin_memory)
         self._verify = bool(verify_checksums)
+        if window is not None and not isinstance(window, Window):
+            raise TypeError(f"window must be a sds_loader.Window, not {type(window).__name__}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
+        self._window = window
+        self._seed = seed
+        self._epoch = SharedEpoch()
         self._local: _ProcessLocal | None = None
         # Open now, so a wrong URI or field name fails here rather than in a
         # worker; BatchReader checks the names against record 0.
@@ -195,6 +217,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
                 targets=list(dict.fromkeys(self._targets.values())),
                 threads=threads,
                 verify_checksums=self._verify,
+                window=self._window,
             )
             local = _ProcessLocal(pid, reader, self._buffer_source(in_worker))
             self._local = local
@@ -234,8 +257,20 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
 
     @property
     def keys(self) -> tuple[str, ...]:
-        """The keys of every sample and batch, fields first, then targets."""
-        return (*self._fields, *self._targets)
+        """The keys of every sample and batch: fields, then targets, then window lengths."""
+        padded = self._open().reader.schema.lengths if self._window is not None and self._window.pad else ()
+        lengths = tuple(length_key(key) for key, name in self._fields.items() if name in padded)
+        return (*self._fields, *self._targets, *lengths)
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch.value
+
+    def set_epoch(self, epoch: int) -> None:
+        """Crop epoch `epoch`'s random windows from the next batch on, in every worker."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"epoch must be a non-negative integer, not {epoch!r}")
+        self._epoch.value = epoch
 
     def __len__(self) -> int:
         return len(self._open().reader)
@@ -249,9 +284,18 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             indices = indices.numpy()
         local = self._open()
         reader = local.reader
-        by_source = read_tensors(lambda allocate: reader.read(indices, allocator=allocate), local.source)
+        starts = None
+        if self._window is not None:
+            starts = reader.window_starts(indices, seed=self._seed, epoch=self._epoch.value)
+        by_source = read_tensors(
+            lambda allocate: reader.read(indices, starts=starts, allocator=allocate), local.source
+        )
         tensors = {key: by_source[name] for key, name in self._fields.items()}
         tensors.update({key: by_source[name] for key, name in self._targets.items()})
+        tensors.update(
+            {length_key(key): by_source[length_key(name)] for key, name in self._fields.items()
+             if length_key(name) in by_source}
+        )
         return Batch(tensors, next(iter(tensors.values())).shape[0])
 
     #: Grain's batched-read hook for random-access sources is spelled ``_getitems``.
@@ -265,6 +309,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             extra += ", pin_memory=True"
         if not self._verify:
             extra += ", verify_checksums=False"
+        if self._window is not None:
+            extra += f", window={self._window!r}, seed={self._seed}"
         return (
             f"SDSTorchDataset({self._uri!r}, fields={self._fields!r}, "
             f"targets={self._targets!r}{extra})"
