@@ -14,17 +14,28 @@ from sds_factory import WRITER_OPTIONS, record_chunks, write_dataset
 from test_windows import COUNT, record_length, varied
 
 from sds_loader import CorruptShardError
-from sds_loader.record_metadata import MetadataSource
+from sds_loader.fallback import FallbackReader
+from sds_loader.record_metadata import FieldLayout, MetadataSource
+
+
+def source_for(root) -> MetadataSource:
+    return MetadataSource(sds.open(os.fspath(root)), FallbackReader(os.fspath(root)))
 
 
 @pytest.mark.parametrize("options", [*WRITER_OPTIONS, "group_size:1,transpose:true"], ids=lambda o: o or "default")
 def test_metadata_matches_signal_dataset(tmp_path, options):
     write_dataset(tmp_path, COUNT, varied, records_per_shard=4, writer_options=options)
     dataset = sds.open(os.fspath(tmp_path))
-    source = MetadataSource(dataset)
+    source = source_for(tmp_path)
     ordinals = np.asarray([10, 0, 3, 3, 7, 4], dtype=np.int64)
     got = source.read(ordinals)
-    expected = [dataset.record_metadata[int(o)] for o in ordinals]
+    expected = [
+        {
+            name: FieldLayout(tuple(item.shape), tuple(axis.name for axis in item.axes))
+            for name, item in dataset.record_metadata[int(o)].fields.items()
+        }
+        for o in ordinals
+    ]
     assert got == expected
     assert source.lengths(ordinals, "time").tolist() == [record_length(int(o)) for o in ordinals]
     assert source.lengths(ordinals, "channel", ("iq",)).tolist() == [2] * ordinals.size
@@ -41,7 +52,7 @@ def test_damaged_metadata_shard_is_named(tmp_path):
         byte = file.read(1)
         file.seek(chunk.physical(60))
         file.write(bytes([byte[0] ^ 0x40]))
-    source = MetadataSource(sds.open(os.fspath(tmp_path)))
+    source = source_for(tmp_path)
     assert source.lengths(np.asarray([0, 1, 3]), "time").tolist() == [5, 14, 32]
     with pytest.raises(CorruptShardError, match=rf"shard {path}: record 2 of the shard.*hash"):
         source.read(np.asarray([2]))
