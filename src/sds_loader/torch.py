@@ -30,7 +30,7 @@ from torch.utils.data import get_worker_info as _get_worker_info
 
 from sds_loader.errors import UnknownNameError, UnknownTargetError
 from sds_loader.reader import BatchReader
-from sds_loader.samplers import ShardAwareSampler
+from sds_loader.samplers import LengthBucketSampler, ShardAwareSampler
 from sds_loader.shared_epoch import SharedEpoch
 from sds_loader.torch_buffers import (
     BufferSource,
@@ -41,7 +41,7 @@ from sds_loader.torch_buffers import (
 )
 from sds_loader.windows import Window, length_key
 
-__all__ = ["Batch", "SDSTorchDataset", "ShardAwareSampler", "collate"]
+__all__ = ["Batch", "LengthBucketSampler", "SDSTorchDataset", "ShardAwareSampler", "collate"]
 
 
 class Batch(Sequence[dict[str, _torch.Tensor]]):

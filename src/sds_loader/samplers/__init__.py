@@ -2,10 +2,12 @@
 
 `EpochSampler` is that contract (one order per seed and epoch, equal
 partitions across ranks, exact resume); `ShardAwareSampler` is its
-IO-locality-aware shuffle.
+IO-locality-aware shuffle; `LengthBucketSampler` batches records of similar
+length for padded windows.
 """
 
 from sds_loader.samplers.contract import EpochSampler
+from sds_loader.samplers.length_bucket import LengthBucketSampler
 from sds_loader.samplers.shard_aware import ShardAwareSampler
 
-__all__ = ["EpochSampler", "ShardAwareSampler"]
+__all__ = ["EpochSampler", "LengthBucketSampler", "ShardAwareSampler"]
