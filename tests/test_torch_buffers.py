@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader  # noqa: E402
 from sds_factory import write_dataset  # noqa: E402
 from sds_loader.dtypes import SAFETENSORS_TO_NUMPY  # noqa: E402
 from sds_loader.torch import SDSTorchDataset, collate  # noqa: E402
+from sds_loader.torch_ring import RingBatch  # noqa: E402
 from sds_loader import torch_buffers  # noqa: E402
 from sds_loader.torch_buffers import (  # noqa: E402
     PAGE_SIZE,
@@ -191,19 +192,32 @@ def test_shared_memory_tensors_for_every_dtype(name: str) -> None:
     assert tensor.data_ptr() == array.ctypes.data
 
 
-def test_shared_batch_inside_a_worker_needs_no_copy_to_cross(root: str, monkeypatch) -> None:
+def test_worker_batches_cross_by_block_and_offset(root: str, monkeypatch) -> None:
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401  (registers torch's reducers, as in a worker)
+
     dataset = SDSTorchDataset(root)
     monkeypatch.setattr("sds_loader.torch._get_worker_info", lambda: object())
     monkeypatch.setattr(dataset._open(), "pid", -1)  # as a freshly forked worker sees it
-    assert dataset.buffers == "shared"
+    assert dataset.buffers == "ring"
     assert dataset.reader.threads == 1
-    batch = collate(dataset.__getitems__([2, 7, 9]))
-    for tensor in batch.values():
-        assert tensor.is_shared()
-        before = tensor.untyped_storage().data_ptr()
-        tensor.share_memory_()  # what torch's pickler does; a no-op for shared storage
-        assert tensor.untyped_storage().data_ptr() == before
-    assert_equal_batches(batch, expected(root, [2, 7, 9]))
+    # The first batch sizes the ring's blocks; it crosses the usual way, by handle.
+    first = collate(dataset.__getitems__([2, 7, 9]))
+    assert type(first) is dict and all(t.is_shared() for t in first.values())
+    assert_equal_batches(first, expected(root, [2, 7, 9]))
+    ring = dataset._open().source
+    for indices in ([1, 4, 5], [3, 0, 8]):
+        batch = collate(dataset.__getitems__(indices))
+        assert isinstance(batch, RingBatch)
+        received = pickle.loads(ForkingPickler.dumps(batch))
+        del batch
+        assert type(received) is dict
+        assert_equal_batches(received, expected(root, indices))
+        del received
+        gc.collect()
+    # Released on the receiving side, the one block was used again.
+    assert (ring.blocks_made, ring.blocks_reused, ring.one_off_arrays) == (1, 1, 2)
 
 
 # -- pinned memory (main process, pin_memory=True, CUDA present) ---------------

@@ -297,7 +297,7 @@ def report_worker(batch: object) -> dict[str, object]:
     out = collate(batch)
     assert info is not None
     out["worker_threads"] = torch.tensor(info.dataset.reader.threads)
-    out["worker_shared"] = torch.tensor(all(t.is_shared() for t in batch.tensors.values()))
+    out["worker_in_ring"] = torch.tensor(batch._ring_block is not None)
     out["worker_pid"] = torch.tensor(os.getpid())
     out["worker_repr"] = repr(info.dataset)
     out["worker_buffers"] = info.dataset.buffers
@@ -362,13 +362,15 @@ def test_workers_use_one_thread_and_shared_memory(root: str, context: str) -> No
     assert len(batches) == 4
     for batch in batches:
         assert batch["worker_threads"].item() == 1
-        assert batch["worker_shared"].item() is True
-        assert batch["worker_buffers"] == "shared"
+        assert batch["worker_buffers"] == "ring"
         assert batch["worker_pid"].item() != os.getpid()
         assert batch["worker_repr"] == main_repr
-        # Arrived by handle: still in shared memory on this side.
-        assert batch["inputs"].is_shared() and batch["target"].is_shared()
+        if not batch["worker_in_ring"].item():
+            # Arrived by handle: still in shared memory on this side.
+            assert batch["inputs"].is_shared() and batch["target"].is_shared()
     assert len({b["worker_pid"].item() for b in batches}) == 2
+    # Each worker's first batch sizes its ring of blocks; the next goes into one.
+    assert sorted(b["worker_in_ring"].item() for b in batches) == [False, False, True, True]
     expected = list(DataLoader(ReferenceDataset(root), batch_size=10))
     for ours, theirs in zip(batches, expected, strict=True):
         assert_same_batch(strip_report(ours), theirs)

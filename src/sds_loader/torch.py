@@ -32,13 +32,8 @@ from sds_loader.errors import UnknownNameError, UnknownTargetError
 from sds_loader.reader import BatchReader
 from sds_loader.samplers import LengthBucketSampler, ShardAwareSampler
 from sds_loader.shared_epoch import SharedEpoch
-from sds_loader.torch_buffers import (
-    BufferSource,
-    PagePool,
-    PinnedSource,
-    SharedMemorySource,
-    read_tensors,
-)
+from sds_loader.torch_buffers import BufferSource, PagePool, PinnedSource, read_tensors
+from sds_loader.torch_ring import RingBatch, WorkerRing
 from sds_loader.windows import Window, length_key
 
 __all__ = ["Batch", "LengthBucketSampler", "SDSTorchDataset", "ShardAwareSampler", "collate"]
@@ -55,9 +50,9 @@ class Batch(Sequence[dict[str, _torch.Tensor]]):
     asks for its samples.
     """
 
-    __slots__ = ("_tensors", "_length")
+    __slots__ = ("_tensors", "_length", "_ring_block")
 
-    def __init__(self, tensors: Mapping[str, _torch.Tensor], length: int) -> None:
+    def __init__(self, tensors: Mapping[str, _torch.Tensor], length: int, *, ring_block: object = None) -> None:
         for name, tensor in tensors.items():
             if tensor.dim() == 0 or tensor.shape[0] != length:
                 raise ValueError(
@@ -66,6 +61,8 @@ class Batch(Sequence[dict[str, _torch.Tensor]]):
                 )
         self._tensors = dict(tensors)
         self._length = length
+        #: The worker ring block the tensors lie in, which `collate` passes on.
+        self._ring_block = ring_block
 
     @property
     def tensors(self) -> dict[str, _torch.Tensor]:
@@ -110,6 +107,8 @@ def collate(batch: object) -> object:
     the collate_fn of any DataLoader.
     """
     if isinstance(batch, Batch):
+        if batch._ring_block is not None:
+            return RingBatch(batch._tensors, batch._ring_block)
         return batch.tensors
     return _default_collate(batch)
 
@@ -225,7 +224,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
 
     def _buffer_source(self, in_worker: bool) -> BufferSource:
         if in_worker:
-            return SharedMemorySource()
+            return WorkerRing()
         if self._pin_memory and _torch.cuda.is_available():
             return PinnedSource()
         return PagePool()
@@ -252,7 +251,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
 
     @property
     def buffers(self) -> str:
-        """Where this process's batches are allocated: "shared", "pinned" or "pool"."""
+        """Where this process's batches are allocated: "ring" (a worker), "pinned" or "pool"."""
         return self._open().source.kind
 
     @property
@@ -287,7 +286,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         starts = None
         if self._window is not None:
             starts = reader.window_starts(indices, seed=self._seed, epoch=self._epoch.value)
-        by_source = read_tensors(
+        by_source, ring_block = read_tensors(
             lambda allocate: reader.read(indices, starts=starts, allocator=allocate), local.source
         )
         tensors = {key: by_source[name] for key, name in self._fields.items()}
@@ -296,7 +295,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             {length_key(key): by_source[length_key(name)] for key, name in self._fields.items()
              if length_key(name) in by_source}
         )
-        return Batch(tensors, next(iter(tensors.values())).shape[0])
+        return Batch(tensors, next(iter(tensors.values())).shape[0], ring_block=ring_block)
 
     #: Grain's batched-read hook for random-access sources is spelled ``_getitems``.
     _getitems = __getitems__

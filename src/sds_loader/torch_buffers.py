@@ -59,6 +59,13 @@ class BufferSource:
         array = np.empty(shape, dtype=dtype)
         return _torch.from_numpy(array), array
 
+    def start_batch(self) -> None:
+        """Called before the arrays of one batch are made (a ring picks its block here)."""
+
+    def finish_batch(self) -> object | None:
+        """Called after them; what the batch needs to carry to its collate (a ring block), if anything."""
+        return None
+
 
 class SharedMemorySource(BufferSource):
     """Tensors in shared memory, so a worker hands them to the main process by handle."""
@@ -179,12 +186,13 @@ def _give_back(pool_ref: weakref.ref[PagePool], block: np.ndarray) -> None:
 
 def read_tensors(
     read: Callable[[Allocator], Mapping[str, np.ndarray]], source: BufferSource
-) -> dict[str, _torch.Tensor]:
+) -> tuple[dict[str, _torch.Tensor], object | None]:
     """Run `read` with an allocator drawing on `source`; return its arrays as those tensors.
 
     `read` receives the allocator to pass to `BatchReader.read`. Each array it
     returns is matched, by identity, to the tensor made with it; an array the
     reader made some other way (none does today) is wrapped without a copy.
+    The second value is what `source.finish_batch` returned.
     """
     made: dict[int, tuple[np.ndarray, _torch.Tensor]] = {}
 
@@ -193,9 +201,13 @@ def read_tensors(
         made[id(array)] = (array, tensor)
         return array
 
-    arrays = read(allocate)
+    source.start_batch()
+    try:
+        arrays = read(allocate)
+    finally:
+        carried = source.finish_batch()
     tensors: dict[str, _torch.Tensor] = {}
     for name, array in arrays.items():
         entry = made.get(id(array))
         tensors[name] = entry[1] if entry is not None and entry[0] is array else _torch.from_numpy(array)
-    return tensors
+    return tensors, carried
