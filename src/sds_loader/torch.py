@@ -33,7 +33,7 @@ from sds_loader.reader import BatchReader
 from sds_loader.samplers import LengthBucketSampler, ShardAwareSampler
 from sds_loader.shared_epoch import SharedEpoch
 from sds_loader.torch_buffers import BufferSource, PagePool, PinnedSource, read_tensors
-from sds_loader.torch_ring import RingBatch, WorkerRing
+from sds_loader.torch_ring import DEFAULT_BLOCKS, RingBatch, WorkerRing
 from sds_loader.windows import Window, length_key
 
 __all__ = ["Batch", "LengthBucketSampler", "SDSTorchDataset", "ShardAwareSampler", "collate"]
@@ -144,6 +144,12 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
     page-locked when CUDA is available, so DataLoader's ``pin_memory=True``
     step copies nothing; pass both.
 
+    In a worker, batches go into a ring of `worker_blocks` shared-memory
+    blocks (see `sds_loader.torch_ring`), each reused once the main process
+    has dropped every tensor of its last batch: a worker holds at most that
+    many batches' worth of memory beyond what the training loop keeps. 0
+    gives every batch a fresh block, as torch does by default.
+
     The live reader is process-local: pickling drops it and a process whose
     PID differs from the opener's (a forked worker) opens its own, so fork and
     spawn workers, persistent or not, all work.
@@ -173,6 +179,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         verify_checksums: bool = True,
         window: Window | None = None,
         seed: int = 0,
+        worker_blocks: int = DEFAULT_BLOCKS,
     ) -> None:
         if not isinstance(uri, str | os.PathLike):
             raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
@@ -194,6 +201,9 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         self._window = window
         self._seed = seed
         self._epoch = SharedEpoch()
+        if isinstance(worker_blocks, bool) or not isinstance(worker_blocks, int) or worker_blocks < 0:
+            raise ValueError(f"worker_blocks must be zero or a positive integer, not {worker_blocks!r}")
+        self._worker_blocks = worker_blocks
         self._local: _ProcessLocal | None = None
         # Open now, so a wrong URI or field name fails here rather than in a
         # worker; BatchReader checks the names against record 0.
@@ -224,7 +234,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
 
     def _buffer_source(self, in_worker: bool) -> BufferSource:
         if in_worker:
-            return WorkerRing()
+            return WorkerRing(self._worker_blocks)
         if self._pin_memory and _torch.cuda.is_available():
             return PinnedSource()
         return PagePool()
@@ -310,6 +320,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             extra += ", verify_checksums=False"
         if self._window is not None:
             extra += f", window={self._window!r}, seed={self._seed}"
+        if self._worker_blocks != DEFAULT_BLOCKS:
+            extra += f", worker_blocks={self._worker_blocks}"
         return (
             f"SDSTorchDataset({self._uri!r}, fields={self._fields!r}, "
             f"targets={self._targets!r}{extra})"

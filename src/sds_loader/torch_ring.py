@@ -107,8 +107,8 @@ class WorkerRing(BufferSource):
     kind = "ring"
 
     def __init__(self, blocks: int = DEFAULT_BLOCKS) -> None:
-        if blocks < 1:
-            raise ValueError(f"a worker ring needs at least one block, not {blocks}")
+        if blocks < 0:
+            raise ValueError(f"a worker ring holds zero or more blocks, not {blocks}")
         self._max_blocks = blocks
         self._blocks: list[_Block] = []
         self._one_off = SharedMemorySource()
@@ -130,7 +130,7 @@ class WorkerRing(BufferSource):
     def start_batch(self) -> None:
         self._used = self._needed = 0
         self._current = None
-        if self._capacity == 0:
+        if self._capacity == 0 or self._max_blocks == 0:
             return  # the first batch teaches the ring how large blocks must be
         for block in self._blocks:
             if block.idle():

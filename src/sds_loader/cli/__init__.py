@@ -79,6 +79,13 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--inputs", metavar="FIELD", help='field to batch (default "samples", else the largest field)')
     bench.add_argument("--target", metavar="KEY", help='numeric metadata key to batch as target (default "label" if present)')
     bench.add_argument("--no-progress", action="store_true", help="no progress bars")
+    bench.add_argument(
+        "--loader", action="store_true",
+        help=(
+            "time whole DataLoader epochs instead: 2 workers against 0, CPU per batch spent "
+            "delivering it, and ShardAwareSampler against shuffle=True with shard pages dropped"
+        ),
+    )
     # Shrinks the built-in dataset (tests; also $SDS_LOADER_BENCH_RECORDS).
     bench.add_argument("--builtin-records", type=_positive, default=None, help=argparse.SUPPRESS)
 
@@ -143,21 +150,25 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from sds_loader.cli.bench import BenchConfig, run
     from sds_loader.cli.bench import report
 
-    result = run(
-        BenchConfig(
-            path=args.path,
-            batch_size=args.batch_size,
-            threads=args.threads,
-            batches=args.batches,
-            out=args.out,
-            inputs=args.inputs,
-            target=args.target,
-            builtin_records=args.builtin_records,
-            cache_dir=args.cache_dir,
-            progress=not args.no_progress,
-            command=shlex.join(["sds-loader", *argv]),
-        )
+    config = BenchConfig(
+        path=args.path,
+        batch_size=args.batch_size,
+        threads=args.threads,
+        batches=args.batches,
+        out=args.out,
+        inputs=args.inputs,
+        target=args.target,
+        builtin_records=args.builtin_records,
+        cache_dir=args.cache_dir,
+        progress=not args.no_progress,
+        command=shlex.join(["sds-loader", *argv]),
     )
+    if args.loader:
+        from sds_loader.cli.bench import loader
+
+        print(loader.main(config))
+        return 0
+    result = run(config)
     print(report.legend(result.plans, args.batch_size))
     print()
     print(report.text(result.rows))
