@@ -28,7 +28,8 @@ def test_loader_bench_prints_and_writes_every_row(capsys, small_root, tmp_path, 
     code = cli.main(["bench", small_root, "--loader", "--batch-size", "8", "--out", str(out_dir), "--no-progress"])
     out = capsys.readouterr().out
     assert code == 0
-    assert (out_dir / "loader.md").read_text() in out + "\n"
+    assert (out_dir / "loader.md").read_text() in out
+    assert f"rows: {out_dir / 'loader.md'}" in out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line][1:]
     labels = [row.split(" | ")[1] for row in rows]
     assert labels == [
@@ -47,6 +48,10 @@ def test_loader_bench_prints_and_writes_every_row(capsys, small_root, tmp_path, 
     for row in rows:
         median = row.split(" | ")[2]
         assert re.fullmatch(r"-?[\d,.]+ (rec/s|%|ms CPU|x)", median), row
+    # A second run into the same folder refuses to replace the first one's rows.
+    again = cli.main(["bench", small_root, "--loader", "--out", str(out_dir), "--no-progress"])
+    assert again != 0
+    assert "loader.md holds an earlier run's rows" in capsys.readouterr().err
 
 
 def test_rows_take_the_median_of_their_repeats() -> None:

@@ -215,7 +215,14 @@ def cold_rows(plan: Plan, batch_size: int, *, repeats: int = REPEATS, workers: i
 
 def main(config) -> str:
     """Run every loader row for `config` (a BenchConfig); write loader.md to its --out; return the table."""
-    from sds_loader.cli.bench.run import plans_for
+    from sds_loader.cli.bench.run import plans_for, results_dir
+
+    out = results_dir(config.out)
+    written = os.path.join(out, "loader.md")
+    if os.path.lexists(written):
+        raise FileExistsError(
+            f"{written} holds an earlier run's rows; pass a new --out, or remove it to replace it"
+        )
 
     def say(message: str) -> None:
         if config.progress:
@@ -233,10 +240,10 @@ def main(config) -> str:
         f"({EPOCHS} epochs each for the worker rows), {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.1f} at the end.\n\n{table(rows)}\n"
     )
-    os.makedirs(config.out, exist_ok=True)
-    with open(os.path.join(config.out, "loader.md"), "w", encoding="utf-8") as handle:
+    os.makedirs(out, exist_ok=True)
+    with open(written, "w", encoding="utf-8") as handle:
         handle.write(text)
-    return text
+    return f"{text}\nrows: {written}"
 
 
 def table(rows: list[LoaderRow]) -> str:
