@@ -292,7 +292,9 @@ PYBIND11_MODULE(_native, m) {
            py::arg("fields"), py::arg("targets"), py::arg("threads"),
            py::arg("starts") = py::none(), py::arg("pad") = false)
       .def("probe", &Probe, py::arg("file"), py::arg("shard_record"), py::arg("ordinal"))
-      .def_property_readonly("num_files", &sdsl::ShardSet::num_files);
+      .def_property_readonly("num_files", &sdsl::ShardSet::num_files)
+      .def_property_readonly("worker_threads", &sdsl::ShardSet::worker_threads,
+                             "Decode threads this reader has started in this process.");
 
 
   m.def(

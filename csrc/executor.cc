@@ -5,8 +5,6 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <system_error>
-#include <thread>
 
 namespace sdsl {
 namespace {
@@ -77,11 +75,11 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, ShardSourc
 }  // namespace
 
 void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
-                 ScratchPool* pool, const RunWork& work) {
+                 ScratchPool* scratch_pool, WorkerPool* workers, const RunWork& work) {
   if (runs.empty()) return;
-  const size_t workers = std::min<size_t>(std::max(threads, 1), runs.size());
-  const std::vector<Slice> slices = SliceRuns(runs, workers, source.GatherBytes());
-  if (runs.size() > workers) {
+  const size_t parallel = std::min<size_t>(std::max(threads, 1), runs.size());
+  const std::vector<Slice> slices = SliceRuns(runs, parallel, source.GatherBytes());
+  if (runs.size() > parallel) {
     // More runs than workers: tell the source what is coming, so that a cold
     // disk can have more reads in flight than there are decode threads.
     std::vector<RangeRequest> ranges;
@@ -95,10 +93,10 @@ void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;
   std::mutex error_mutex;
-  auto worker = [&]() {
+  const std::function<void()> worker = [&]() {
     std::unique_ptr<WorkerScratch> scratch;
     try {
-      scratch = pool->Acquire();
+      scratch = scratch_pool->Acquire();
       for (size_t s = next_slice++; s < slices.size() && !failed; s = next_slice++) {
         FetchAndDecode(runs, slices[s], source, work, scratch.get());
       }
@@ -107,26 +105,9 @@ void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
       if (!first_error) first_error = std::current_exception();
       failed = true;
     }
-    if (scratch) pool->Release(std::move(scratch));
+    if (scratch) scratch_pool->Release(std::move(scratch));
   };
-  const size_t helpers_wanted = std::min(workers, slices.size()) - 1;
-  if (helpers_wanted == 0) {
-    worker();
-  } else {
-    std::vector<std::thread> helpers;
-    helpers.reserve(helpers_wanted);
-    for (size_t w = 0; w < helpers_wanted; ++w) {
-      // A thread the system refuses (EAGAIN) is one worker fewer, not a
-      // crash: the slices are shared out by next_slice, so fewer suffice.
-      try {
-        helpers.emplace_back(worker);
-      } catch (const std::system_error&) {
-        break;
-      }
-    }
-    worker();
-    for (std::thread& thread : helpers) thread.join();
-  }
+  workers->Run(std::min(parallel, slices.size()) - 1, worker);
   if (first_error) std::rethrow_exception(first_error);
 }
 

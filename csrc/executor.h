@@ -13,6 +13,7 @@
 #include "reader_error.h"
 #include "scratch_pool.h"
 #include "shard_source.h"
+#include "worker_pool.h"
 
 namespace sdsl {
 
@@ -23,11 +24,11 @@ struct RunWork {
   std::function<void(const Run& run, const ReaderError& error)> fetch_failed;
 };
 
-// Calls work.decode once for each run, on up to `threads` threads, the
-// caller's among them. After the first error no new run starts; that error
-// is rethrown, unchanged, once every thread has stopped.
+// Calls work.decode once for each run, on up to `threads` threads (the
+// caller's and pool helpers). After the first error no new run starts; that
+// error is rethrown, unchanged, once every thread has stopped.
 void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
-                 ScratchPool* pool, const RunWork& work);
+                 ScratchPool* scratch, WorkerPool* workers, const RunWork& work);
 
 }  // namespace sdsl
 

@@ -79,7 +79,9 @@ struct LocalSource::OpenFile {
 };
 
 LocalSource::LocalSource(std::vector<std::string> paths, size_t max_open_files)
-    : paths_(std::move(paths)), max_open_(std::max<size_t>(1, max_open_files)) {}
+    : paths_(std::move(paths)), max_open_(std::max<size_t>(1, max_open_files)) {
+  StartGuarding();
+}
 
 std::shared_ptr<const LocalSource::OpenFile> LocalSource::Open(size_t file) {
   if (file >= paths_.size()) {

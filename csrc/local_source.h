@@ -15,11 +15,12 @@
 #include <utility>
 #include <vector>
 
+#include "fork_guard.h"
 #include "shard_source.h"
 
 namespace sdsl {
 
-class LocalSource : public ShardSource {
+class LocalSource : public ShardSource, public ForkGuarded {
  public:
   LocalSource(std::vector<std::string> paths, size_t max_open_files);
 
@@ -32,6 +33,14 @@ class LocalSource : public ShardSource {
   // cold batch has all its reads in flight however few threads decode it.
   // A warm batch costs a few non-blocking one-byte reads.
   void WillNeed(const RangeRequest* ranges, size_t count) override;
+
+  ~LocalSource() override { StopGuarding(); }
+
+  // Cached entries stay valid in a forked child (descriptors are inherited
+  // and pread keeps no file position); only the lock must be free.
+  void LockForFork() override { mutex_.lock(); }
+  void UnlockInParent() override { mutex_.unlock(); }
+  void ResetInChild() override { mutex_.unlock(); }
 
  private:
   struct OpenFile;

@@ -1,7 +1,5 @@
 #include "scratch_pool.h"
 
-#include <unistd.h>
-
 #include <new>
 
 namespace sdsl {
@@ -18,18 +16,9 @@ WorkerScratch::WorkerScratch() : zstd(ZSTD_createDCtx()) {
 }
 WorkerScratch::~WorkerScratch() { ZSTD_freeDCtx(zstd); }
 
-ScratchPool::ScratchPool() : pid_(::getpid()) {}
-
-void ScratchPool::ForgetIfForked() {
-  if (pid_ == ::getpid()) return;
-  idle_.clear();
-  pid_ = ::getpid();
-}
-
 std::unique_ptr<WorkerScratch> ScratchPool::Acquire() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    ForgetIfForked();
     if (!idle_.empty()) {
       auto scratch = std::move(idle_.back());
       idle_.pop_back();
@@ -44,7 +33,6 @@ void ScratchPool::Release(std::unique_ptr<WorkerScratch> scratch) {
     if (buffer->capacity() > kKeptScratchBytes) std::vector<uint8_t>().swap(*buffer);
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  ForgetIfForked();
   if (idle_.size() < kPooledScratch) idle_.push_back(std::move(scratch));
 }
 

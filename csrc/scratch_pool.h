@@ -3,7 +3,6 @@
 #ifndef SDS_LOADER_SCRATCH_POOL_H_
 #define SDS_LOADER_SCRATCH_POOL_H_
 
-#include <sys/types.h>
 #include <zstd.h>
 
 #include <cstdint>
@@ -11,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "fork_guard.h"
 #include "record_decoder.h"
 #include "shard_source.h"
 
@@ -31,21 +31,22 @@ struct WorkerScratch {
   ZSTD_DCtx* zstd;
 };
 
-// A few idle WorkerScratch, handed out to one worker at a time. A forked
-// child starts with an empty pool rather than its parent's.
-class ScratchPool {
+// A few idle WorkerScratch, handed out to one worker at a time.
+class ScratchPool : public ForkGuarded {
  public:
-  ScratchPool();
+  ScratchPool() { StartGuarding(); }
+  ~ScratchPool() override { StopGuarding(); }
   std::unique_ptr<WorkerScratch> Acquire();
   // Frees the scratch's large buffers before keeping it, so that one large
   // record does not pin its memory for the reader's lifetime.
   void Release(std::unique_ptr<WorkerScratch> scratch);
 
- private:
-  void ForgetIfForked();  // holds mutex_
+  void LockForFork() override { mutex_.lock(); }
+  void UnlockInParent() override { mutex_.unlock(); }
+  void ResetInChild() override { mutex_.unlock(); }
 
+ private:
   std::mutex mutex_;
-  pid_t pid_;
   std::vector<std::unique_ptr<WorkerScratch>> idle_;
 };
 

@@ -8,7 +8,9 @@
 namespace sdsl {
 
 ShardCache::ShardCache(ShardSource& source, size_t max_open_shards)
-    : source_(source), max_open_(std::max<size_t>(1, max_open_shards)) {}
+    : source_(source), max_open_(std::max<size_t>(1, max_open_shards)) {
+  StartGuarding();
+}
 
 std::shared_ptr<const OpenShard> ShardCache::Open(size_t file) {
   if (file >= source_.num_files()) {

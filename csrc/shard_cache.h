@@ -11,11 +11,12 @@
 #include <utility>
 
 #include "batch_plan.h"
+#include "fork_guard.h"
 #include "shard_source.h"
 
 namespace sdsl {
 
-class ShardCache {
+class ShardCache : public ForkGuarded {
  public:
   // `source` must outlive the cache.
   ShardCache(ShardSource& source, size_t max_open_shards);
@@ -25,6 +26,14 @@ class ShardCache {
   // used shard is dropped past max_open_shards; a reader still holding it
   // keeps it until it finishes.
   std::shared_ptr<const OpenShard> Open(size_t file);
+
+  ~ShardCache() override { StopGuarding(); }
+
+  // Cached entries stay valid in a forked child (descriptors are inherited
+  // and pread keeps no file position); only the lock must be free.
+  void LockForFork() override { mutex_.lock(); }
+  void UnlockInParent() override { mutex_.unlock(); }
+  void ResetInChild() override { mutex_.unlock(); }
 
  private:
   ShardSource& source_;

@@ -31,7 +31,7 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
   work.fetch_failed = [&](const Run& run, const ReaderError& error) {
     RethrowForRecord(run, run.chunks.front().records.front(), ordinals, error);
   };
-  ExecuteRuns(plan.runs, threads, *source_, &scratch_, work);
+  ExecuteRuns(plan.runs, threads, *source_, &scratch_, &workers_, work);
 }
 
 RecordProbe ShardSet::Probe(size_t file, uint64_t shard_record, int64_t ordinal) {

@@ -15,6 +15,7 @@
 #include "scratch_pool.h"
 #include "shard_cache.h"
 #include "shard_source.h"
+#include "worker_pool.h"
 
 namespace sdsl {
 
@@ -33,6 +34,9 @@ class ShardSet {
   RecordProbe Probe(size_t file, uint64_t shard_record, int64_t ordinal);
 
   size_t num_files() const { return shards_.num_files(); }
+  // Decode threads started by this reader in this process (the caller's not
+  // counted): they persist between reads.
+  size_t worker_threads() const { return workers_.threads(); }
   std::shared_ptr<const OpenShard> Open(size_t file) { return shards_.Open(file); }
 
  private:
@@ -40,6 +44,7 @@ class ShardSet {
   const bool verify_;
   ShardCache shards_;
   ScratchPool scratch_;
+  WorkerPool workers_;
 };
 
 }  // namespace sdsl

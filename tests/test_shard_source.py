@@ -18,7 +18,7 @@ import signal_dataset as sds
 
 from sds_loader import _native
 from sds_loader.addressing import shard_table
-from sds_loader.dtypes import numpy_dtype
+from native_batches import native_read
 from sds_factory import assert_matches_reference, write_dataset
 
 
@@ -56,22 +56,6 @@ def dataset(tmp_path_factory) -> str:
     root = str(tmp_path_factory.mktemp("source") / "captures")
     write_dataset(root, 60, records_per_shard=20, writer_options=[None, "uncompressed", "zstd:3"])
     return root
-
-
-def native_read(native, table, ordinals: list[int], threads: int) -> dict[str, np.ndarray]:
-    wanted = np.asarray(ordinals, dtype=np.int64)
-    files, shard_records = table.locate(wanted)
-    fields, _ = native.probe(int(files[0]), int(shard_records[0]), int(wanted[0]))
-    batch = {}
-    field_args = []
-    for name, key, dtype, shape in fields:
-        batch[name] = np.zeros((len(ordinals), *shape), dtype=numpy_dtype(dtype))
-        field_args.append((name, key, dtype, tuple(shape), batch[name]))
-    batch["label"] = np.zeros(len(ordinals), dtype=np.int64)
-    fallback = native.read(files, shard_records, wanted, field_args, [("label", "i", batch["label"])],
-                           threads)
-    assert not fallback.any()
-    return batch
 
 
 @pytest.mark.parametrize("threads", [1, 3])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +27,22 @@ from sds_loader.windows import Window, crop_starts, length_key, normalize_starts
 
 #: More threads than this are never started for one read (the native side takes a C int).
 _MAX_THREADS = 1 << 10
+
+
+#: Every live reader, so that a forked child can give each a fresh lock.
+_READERS: weakref.WeakSet[BatchReader] = weakref.WeakSet()
+
+
+def _fresh_locks_after_fork() -> None:
+    # A thread of the parent may have held a reader's lock (opening its
+    # dataset) at the instant of the fork; that thread does not exist in the
+    # child, so the copy of its lock would never be released.
+    for reader in list(_READERS):
+        reader._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_locks_after_fork)
 
 
 def default_threads() -> int:
@@ -146,6 +163,7 @@ class BatchReader:
         self._object_store = object_store
         self._schema: Schema | None = None
         self._lock = threading.Lock()
+        _READERS.add(self)
         self._state: _ProcessState | None = None
         self.stats = ReadStats()
         self._check_names()
@@ -187,6 +205,7 @@ class BatchReader:
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        _READERS.add(self)
 
     # -- public surface -----------------------------------------------------
 

@@ -1,0 +1,39 @@
+"""Read batches straight through `_native.ShardSet`, below BatchReader.
+
+For tests of the native core's own machinery (its shard sources, its worker
+threads, fork handling) that need one ShardSet object across calls and
+processes, which BatchReader deliberately hides.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import signal_dataset as sds
+
+from sds_loader import _native
+from sds_loader.addressing import ShardTable, shard_table
+from sds_loader.dtypes import numpy_dtype
+
+
+def open_native(root: str, **kwargs) -> tuple[object, ShardTable]:
+    """A ShardSet over `root`'s shards (kwargs: source=...), and where each ordinal lives."""
+    table = shard_table(sds.open(root))
+    return _native.ShardSet(list(table.paths), True, 8, **kwargs), table
+
+
+def native_read(native, table: ShardTable, ordinals: list[int], threads: int,
+                target: str = "label") -> dict[str, np.ndarray]:
+    """Every field of `ordinals` and their integer `target`, read natively."""
+    wanted = np.asarray(ordinals, dtype=np.int64)
+    files, shard_records = table.locate(wanted)
+    fields, _ = native.probe(int(files[0]), int(shard_records[0]), int(wanted[0]))
+    batch: dict[str, np.ndarray] = {}
+    field_args = []
+    for name, key, dtype, shape in fields:
+        batch[name] = np.zeros((len(ordinals), *shape), dtype=numpy_dtype(dtype))
+        field_args.append((name, key, dtype, tuple(shape), batch[name]))
+    batch[target] = np.zeros(len(ordinals), dtype=np.int64)
+    fallback = native.read(files, shard_records, wanted, field_args,
+                           [(target, "i", batch[target])], threads)
+    assert not fallback.any()
+    return batch
