@@ -30,7 +30,9 @@ class ShardSource {
   // Fills every request, possibly many at once. The caller has checked each
   // range against Size(). Throws ReaderError naming the shard: kIo when the
   // system refuses, kCorrupt when the shard is shorter than a range needs.
-  // Called from several threads at once.
+  // Called from several threads at once. Requests that lie back to back in
+  // one shard may go to different buffers (headers to scratch, payloads
+  // straight to their rows); a source should read them as one range.
   virtual void Fetch(RangeRequest* requests, size_t count) = 0;
 
   // How many bytes of a batch's runs one Fetch call should gather. 0: one
