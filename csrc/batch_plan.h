@@ -16,12 +16,14 @@
 
 #include "array_record_index.h"
 #include "shard_file.h"
+#include "verified_chunks.h"
 
 namespace sdsl {
 
 struct OpenShard {
   std::unique_ptr<ShardFile> file;
   ShardIndex index;
+  VerifiedChunks verified;  // sized to the index's chunks when opened
 };
 
 struct WantedRecord {

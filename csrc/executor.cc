@@ -38,37 +38,44 @@ std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint6
 
 void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, ShardSource& source,
                     const RunWork& work, WorkerScratch* scratch) {
+  std::vector<bool> fetched(slice.last - slice.first, true);
   uint64_t total = 0;
-  for (size_t r = slice.first; r < slice.last; ++r) total += RunBytes(runs[r]);
+  for (size_t r = slice.first; r < slice.last; ++r) {
+    fetched[r - slice.first] = !work.reads_itself || !work.reads_itself(runs[r]);
+    if (fetched[r - slice.first]) total += RunBytes(runs[r]);
+  }
   scratch->file_bytes.resize(static_cast<size_t>(total));
   std::vector<RangeRequest>& requests = scratch->requests;
   requests.clear();
+  std::vector<size_t> requested;  // the run each request fetches
   uint8_t* dst = scratch->file_bytes.data();
   for (size_t r = slice.first; r < slice.last; ++r) {
     const Run& run = runs[r];
+    if (!fetched[r - slice.first]) continue;
     try {
       run.shard->file->CheckRange(run.begin, RunBytes(run));
     } catch (const ReaderError& error) {
       work.fetch_failed(run, error);
     }
     requests.push_back(RangeRequest{run.shard->file->number(), run.begin, RunBytes(run), dst});
+    requested.push_back(r);
     dst += RunBytes(run);
   }
   try {
-    source.Fetch(requests.data(), requests.size());
+    if (!requests.empty()) source.Fetch(requests.data(), requests.size());
   } catch (const ReaderError& error) {
-    if (requests.size() == 1) work.fetch_failed(runs[slice.first], error);
+    if (requests.size() == 1) work.fetch_failed(runs[requested[0]], error);
     // Fetch again one run at a time, to name the record the failure reached.
     for (size_t k = 0; k < requests.size(); ++k) {
       try {
         source.Fetch(&requests[k], 1);
       } catch (const ReaderError& again) {
-        work.fetch_failed(runs[slice.first + k], again);
+        work.fetch_failed(runs[requested[k]], again);
       }
     }
   }
-  for (size_t k = 0; k < requests.size(); ++k) {
-    work.decode(runs[slice.first + k], requests[k].dst, scratch);
+  for (size_t r = slice.first, k = 0; r < slice.last; ++r) {
+    work.decode(runs[r], fetched[r - slice.first] ? requests[k++].dst : nullptr, scratch);
   }
 }
 

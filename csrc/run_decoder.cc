@@ -10,6 +10,7 @@
 #include "riegeli_chunk.h"
 #include "simple_chunk.h"
 #include "value_stream.h"
+#include "window_read.h"
 
 namespace sdsl {
 namespace {
@@ -46,69 +47,103 @@ void RethrowForRecord(const Run& run, const WantedRecord& record, const int64_t*
                     error.os_error());
 }
 
+void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,
+                        const BatchLayout& layout, std::vector<std::string>* keys,
+                        WorkerScratch* scratch, const WantedRecord** current) {
+  std::unique_ptr<ValueStream> stream = records.open();
+  uint64_t stream_position = 0;
+  uint64_t consumed = 0;
+  for (const WantedRecord& record : wanted.records) {
+    *current = &record;
+    const uint64_t begin = records.offsets[record.chunk_record];
+    const uint64_t size = records.sizes[record.chunk_record];
+    if (begin < stream_position) {
+      // The same record again, with another window: start the values over.
+      stream = records.open();
+      stream_position = 0;
+    }
+    stream->Skip(begin - stream_position);
+    try {
+      consumed = DecodeRecord(*stream, size, layout, *keys, /*hinted=*/true, record.rows[0],
+                              &scratch->record_scratch, records.stop_after_fields);
+    } catch (const KeyHintMiss&) {
+      // The descriptor maps fields to other tensors than assumed: read
+      // this record whole, learn its keys, and decode it again.
+      CheckMaterializable(size);
+      stream = records.open();
+      stream->Skip(begin);
+      scratch->record.resize(static_cast<size_t>(size));
+      stream->Read(scratch->record.data(), size);
+      // The resolved keys become the hints for the records after this one.
+      *keys = ResolveKeys(scratch->record.data(), size, layout, &scratch->record_scratch);
+      Pieces whole;
+      whole.Append(scratch->record.data(), static_cast<size_t>(size));
+      PiecesStream again(whole);
+      DecodeRecord(again, size, layout, *keys, false, record.rows[0], &scratch->record_scratch);
+      consumed = size;
+    }
+    stream_position = begin + consumed;
+    for (size_t k = 1; k < record.rows.size(); ++k) {
+      CopyRow(layout, record.rows[0], record.rows[k]);
+    }
+  }
+}
+
+namespace {
+
+// Decodes the wanted records of a chunk read whole.
+void DecodeWholeChunk(const Chunk& chunk, const ShardIndex& index, const WantedChunk& wanted,
+                      const BatchLayout& layout, std::vector<std::string>* keys,
+                      uint8_t* needs_fallback, WorkerScratch* scratch,
+                      const WantedRecord** current) {
+  if (!IsDecodableRecordChunk(chunk, index, wanted.chunk)) {
+    for (const WantedRecord& record : wanted.records) {
+      for (size_t row : record.rows) needs_fallback[row] = 1;
+    }
+    return;
+  }
+  SimpleChunk parsed;
+  Pieces decoded;
+  ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
+  const ChunkRecords records{parsed.offsets, parsed.sizes,
+                             [&] { return OpenValueStream(parsed, &decoded, scratch); },
+                             // A window from a zstd chunk need not decompress past its end.
+                             layout.window.active() && layout.targets.empty() &&
+                                 parsed.compression == kZstd};
+  DecodeChunkRecords(wanted, records, layout, keys, scratch, current);
+}
+
+}  // namespace
+
 void DecodeRun(const Run& run, const uint8_t* bytes, const BatchLayout& layout,
                const int64_t* ordinals, bool verify, uint8_t* needs_fallback,
                WorkerScratch* scratch) {
-  const ShardIndex& index = run.shard->index;
+  const OpenShard& shard = *run.shard;
+  const ShardIndex& index = shard.index;
   const WantedRecord* current = &run.chunks.front().records.front();
   try {
-    const FileWindow window{bytes, run.begin, run.end - run.begin};
     std::vector<std::string> keys;
     for (const FieldSlot& slot : layout.fields) keys.push_back(slot.key_hint);
     Chunk chunk;
-    SimpleChunk parsed;
-    Pieces decoded;
+    if (bytes == nullptr) {  // a run of windows: each chunk reads only what it needs
+      for (const WantedChunk& wanted : run.chunks) {
+        current = &wanted.records.front();
+        if (DecodeChunkWindows(shard, wanted, layout, &keys, scratch, &current)) continue;
+        // Not an uncompressed simple chunk after all: read it whole.
+        const bool check = verify && !shard.verified.Has(wanted.chunk);
+        ReadIndexedChunk(*shard.file, index, wanted.chunk, check, &scratch->window_bytes, &chunk);
+        if (check) shard.verified.Mark(wanted.chunk);
+        DecodeWholeChunk(chunk, index, wanted, layout, &keys, needs_fallback, scratch, &current);
+      }
+      return;
+    }
+    const FileWindow window{bytes, run.begin, run.end - run.begin};
     for (const WantedChunk& wanted : run.chunks) {
       current = &wanted.records.front();
       ReadChunk(window, index.chunk_offsets[wanted.chunk], index.ChunkLimit(wanted.chunk), verify,
                 &chunk);
-      if (!IsDecodableRecordChunk(chunk, index, wanted.chunk)) {
-        for (const WantedRecord& record : wanted.records) {
-          for (size_t row : record.rows) needs_fallback[row] = 1;
-        }
-        continue;
-      }
-      ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
-      std::unique_ptr<ValueStream> stream = OpenValueStream(parsed, &decoded, scratch);
-      // A window from a zstd chunk need not decompress past its own end.
-      const bool stop_after_fields =
-          layout.window.active() && layout.targets.empty() && parsed.compression == kZstd;
-      uint64_t stream_position = 0;
-      uint64_t consumed = 0;
-      for (const WantedRecord& record : wanted.records) {
-        current = &record;
-        const uint64_t begin = parsed.offsets[record.chunk_record];
-        const uint64_t size = parsed.sizes[record.chunk_record];
-        if (begin < stream_position) {
-          // The same record again, with another window: start the values over.
-          stream = OpenValueStream(parsed, &decoded, scratch);
-          stream_position = 0;
-        }
-        stream->Skip(begin - stream_position);
-        try {
-          consumed = DecodeRecord(*stream, size, layout, keys, /*hinted=*/true, record.rows[0],
-                                  &scratch->record_scratch, stop_after_fields);
-        } catch (const KeyHintMiss&) {
-          // The descriptor maps fields to other tensors than assumed: read
-          // this record whole, learn its keys, and decode it again.
-          CheckMaterializable(size);
-          stream = OpenValueStream(parsed, &decoded, scratch);
-          stream->Skip(begin);
-          scratch->record.resize(static_cast<size_t>(size));
-          stream->Read(scratch->record.data(), size);
-          // The resolved keys become the hints for the records after this one.
-          keys = ResolveKeys(scratch->record.data(), size, layout, &scratch->record_scratch);
-          Pieces whole;
-          whole.Append(scratch->record.data(), static_cast<size_t>(size));
-          PiecesStream again(whole);
-          DecodeRecord(again, size, layout, keys, false, record.rows[0], &scratch->record_scratch);
-          consumed = size;
-        }
-        stream_position = begin + consumed;
-        for (size_t k = 1; k < record.rows.size(); ++k) {
-          CopyRow(layout, record.rows[0], record.rows[k]);
-        }
-      }
+      if (verify) shard.verified.Mark(wanted.chunk);
+      DecodeWholeChunk(chunk, index, wanted, layout, &keys, needs_fallback, scratch, &current);
     }
   } catch (const ReaderError& error) {
     RethrowForRecord(run, *current, ordinals, error);

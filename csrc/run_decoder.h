@@ -4,19 +4,40 @@
 #define SDS_LOADER_RUN_DECODER_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "batch_plan.h"
 #include "reader_error.h"
 #include "record_decoder.h"
 #include "scratch_pool.h"
+#include "value_stream.h"
 
 namespace sdsl {
+
+// Where the records of one chunk lie in its values, and how to walk them.
+struct ChunkRecords {
+  const std::vector<uint64_t>& offsets;  // per record of the chunk
+  const std::vector<uint64_t>& sizes;
+  std::function<std::unique_ptr<ValueStream>()> open;  // a stream from the values' start
+  bool stop_after_fields = false;                      // see DecodeRecord
+};
+
+// Decodes the wanted records of one chunk into their rows and copies each
+// to the rows that repeat it. `keys` are the field-to-tensor hints, updated
+// when a record maps its fields otherwise; `current` follows the record
+// being decoded, for error messages.
+void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,
+                        const BatchLayout& layout, std::vector<std::string>* keys,
+                        WorkerScratch* scratch, const WantedRecord** current);
 
 // Rows of a chunk this core cannot decode (transposed) get
 // needs_fallback[row] = 1 and are left untouched. Errors name the shard and
 // the ordinal of the record being decoded.
-// `bytes` holds the run's bytes, from run.begin to run.end.
+// `bytes` holds the run's bytes, from run.begin to run.end, or is null for
+// a run that ReadsWindowsOnly: its chunks then read only what they need.
 void DecodeRun(const Run& run, const uint8_t* bytes, const BatchLayout& layout,
                const int64_t* ordinals, bool verify, uint8_t* needs_fallback,
                WorkerScratch* scratch);

@@ -29,7 +29,8 @@ std::unique_ptr<WorkerScratch> ScratchPool::Acquire() {
 }
 
 void ScratchPool::Release(std::unique_ptr<WorkerScratch> scratch) {
-  for (std::vector<uint8_t>* buffer : {&scratch->file_bytes, &scratch->values, &scratch->record}) {
+  for (std::vector<uint8_t>* buffer : {&scratch->file_bytes, &scratch->window_bytes, &scratch->values,
+                                        &scratch->record}) {
     if (buffer->capacity() > kKeptScratchBytes) std::vector<uint8_t>().swap(*buffer);
   }
   std::lock_guard<std::mutex> lock(mutex_);

@@ -22,6 +22,10 @@ struct WorkerScratch {
   WorkerScratch(const WorkerScratch&) = delete;
   WorkerScratch& operator=(const WorkerScratch&) = delete;
   std::vector<uint8_t> file_bytes;
+  // A run that reads only its windows reads here: its chunk prefixes, or a
+  // chunk it must read whole after all, while file_bytes may still hold the
+  // other runs fetched with it.
+  std::vector<uint8_t> window_bytes;
   std::vector<RangeRequest> requests;
   std::vector<uint8_t> sizes;
   std::vector<uint8_t> values;

@@ -31,6 +31,7 @@ std::shared_ptr<const OpenShard> ShardCache::Open(size_t file) {
   auto shard = std::make_shared<OpenShard>();
   shard->file = std::make_unique<ShardFile>(source_, file);
   shard->index = ReadShardIndex(*shard->file);
+  shard->verified.Reset(shard->index.num_chunks());
   std::lock_guard<std::mutex> lock(mutex_);
   const auto found = open_.find(file);
   if (found != open_.end()) {

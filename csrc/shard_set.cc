@@ -5,6 +5,7 @@
 #include "executor.h"
 #include "local_source.h"
 #include "run_decoder.h"
+#include "window_read.h"
 
 namespace sdsl {
 
@@ -28,6 +29,7 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
   work.decode = [&](const Run& run, const uint8_t* bytes, WorkerScratch* scratch) {
     DecodeRun(run, bytes, layout, ordinals, verify_, needs_fallback, scratch);
   };
+  work.reads_itself = [&](const Run& run) { return ReadsWindowsOnly(run, layout, verify_); };
   work.fetch_failed = [&](const Run& run, const ReaderError& error) {
     RethrowForRecord(run, run.chunks.front().records.front(), ordinals, error);
   };

@@ -296,3 +296,107 @@ def test_length_name_clash(tmp_path):
         sds_loader.BatchReader(tmp_path, window=Window("time", 4, pad=True)).read([0])
     unpadded = sds_loader.BatchReader(tmp_path, window=Window("time", 4)).read([0, 1])
     assert unpadded["x"].shape == (2, 4) and unpadded["x_length"].shape == (2, 1)
+
+
+# -- reading only the window ----------------------------------------------------
+
+
+def test_unverified_and_second_reads_match(layouts):
+    """Uncompressed shards read only the window without verification, and once a
+    chunk has been verified; every other layout reads whole. Same bytes either way."""
+    indices = [10, 3, 3, 6, 0, 9]
+    starts = [90, 0, 17, 40, 4, 50]
+    for verify in (False, True):
+        reader = sds_loader.BatchReader(layouts, verify_checksums=verify, window=Window("time", 12, pad=True))
+        for _ in range(2):
+            assert_windows(layouts, reader.read(indices, starts=starts), indices, starts, 12)
+
+
+def long_capture(ordinal: int) -> sds.Record:
+    n = 40_000 + 5_000 * ordinal  # 320 to 520 KB a record: windows cross block headers
+    rng = np.random.default_rng(ordinal)
+    data = rng.standard_normal((2, n), dtype=np.float32).view(np.complex64)
+    axes = (sds.Axis("channel", 2), sds.Axis("time", n // 2))
+    return sds.Record(id=f"long{ordinal}", fields={"iq": sds.Field(data, axes=axes)})
+
+
+@pytest.fixture(scope="module")
+def long_uncompressed(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("windows-long")
+    write_dataset(root, 5, long_capture, writer_options="group_size:1,uncompressed")
+    return os.fspath(root)
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_windows_across_block_headers(long_uncompressed, verify):
+    reader = sds_loader.BatchReader(long_uncompressed, verify_checksums=verify, window=Window("time", 9000, pad=True))
+    reference = sds.open(long_uncompressed)
+    indices = [4, 0, 2, 2, 1, 3]
+    starts = [0, 8191, 12000, 16000, 15000, 1]
+    for _ in range(2):
+        batch = reader.read(indices, starts=starts)
+        for row, (index, start) in enumerate(zip(indices, starts, strict=True)):
+            expected, valid = expected_window(reference[index]["iq"].data, 1, start, 9000)
+            assert batch["iq"][row].tobytes() == expected.tobytes(), (index, start)
+            assert batch["iq_length"][row] == valid
+
+
+def test_a_verified_chunk_is_not_read_whole_again(long_uncompressed, tmp_path):
+    """The trade-off, shown: after a chunk has been verified whole, a window reads
+    only its own bytes, so damage elsewhere in the chunk goes unseen by it, while
+    a reader that has not verified the chunk refuses it."""
+    import shutil
+
+    from sds_factory import data_shards, record_chunks
+
+    root = tmp_path / "copy"
+    shutil.copytree(long_uncompressed, root)
+    reader = sds_loader.BatchReader(root, window=Window("time", 100))
+    before = reader.read([0], starts=[500])["iq"].copy()
+    (shard,) = data_shards(root)
+    chunk = record_chunks(shard)[0]
+    with open(shard, "r+b") as file:  # a byte near the chunk's end, far from the window
+        file.seek(chunk.physical(chunk.data_size - 1000))
+        byte = file.read(1)
+        file.seek(chunk.physical(chunk.data_size - 1000))
+        file.write(bytes([byte[0] ^ 0xFF]))
+    assert reader.read([0], starts=[500])["iq"].tobytes() == before.tobytes()
+    with pytest.raises(sds_loader.CorruptShardError, match="hash"):
+        sds_loader.BatchReader(root, window=Window("time", 100)).read([0], starts=[500])
+
+
+def test_through_a_gathering_source_only_windows_are_fetched(tmp_path):
+    """Through a source that gathers many runs per fetch (as object stores do),
+    the uncompressed shard's windows fetch a few kilobytes a record while the
+    zstd shard's runs, fetched in the same calls, come whole."""
+    from test_shard_source import FileRangeSource
+
+    from sds_loader import _native
+    from sds_loader.addressing import shard_table
+
+    write_dataset(tmp_path, 6, long_capture, records_per_shard=3,
+                  writer_options=["group_size:1,uncompressed", None])
+    table = shard_table(sds.open(os.fspath(tmp_path)))
+    source = FileRangeSource(list(table.paths))
+    native = _native.ShardSet(list(table.paths), False, 8, source=source)
+    reference = sds.open(os.fspath(tmp_path))
+
+    def read(ordinals: list[int], starts: list[int]) -> np.ndarray:
+        wanted = np.asarray(ordinals, dtype=np.int64)
+        files, shard_records = table.locate(wanted)
+        iq = np.empty((len(ordinals), 2, 500), dtype=np.complex64)
+        fallback = native.read(files, shard_records, wanted, [("iq", "tensor_000000", "C64", (2, 500), iq, 1, None)],
+                               [], 2, np.asarray(starts, dtype=np.int64), False)
+        assert not fallback.any()
+        for row, (ordinal, start) in enumerate(zip(ordinals, starts, strict=True)):
+            assert iq[row].tobytes() == reference[ordinal]["iq"].data[:, start : start + 500].tobytes()
+        return iq
+
+    read([0, 3], [0, 0])  # footers
+    source.calls.clear()
+    read([2, 0, 1, 4, 5, 3], [19000, 7, 12345, 100, 20000, 65])
+    uncompressed_bytes = sum(size for call in source.calls for f, _, size in call if f == 0)
+    zstd_bytes = sum(size for call in source.calls for f, _, size in call if f == 1)
+    record_bytes = sum(reference[o]["iq"].data.nbytes for o in range(3))
+    assert uncompressed_bytes < record_bytes / 20, (uncompressed_bytes, record_bytes)
+    assert zstd_bytes > 0.8 * sum(reference[o]["iq"].data.nbytes for o in range(3, 6))
