@@ -46,6 +46,13 @@ Item = TypeVar("Item")
 ORDER_VERSION = 1
 
 
+def positive_int(name: str, value: object) -> int:
+    """`value` as an int when it is one and at least 1 (a sampler's sizes), else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return operator.index(value)
+
+
 def _non_negative_int(name: str, value: object) -> int:
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an integer, not a bool")

@@ -26,7 +26,6 @@ shards hold a few hundred bytes per record, and no tensor is read.
 
 from __future__ import annotations
 
-import operator
 import os
 from typing import Any
 
@@ -35,16 +34,11 @@ import signal_dataset as sds
 
 from sds_loader.fallback import FallbackReader
 from sds_loader.record_metadata import MetadataSource
-from sds_loader.samplers.contract import EpochSampler
+from sds_loader.samplers.contract import EpochSampler, positive_int
 
 #: Records whose metadata is read per request while the sampler learns lengths.
 _LENGTHS_PER_READ = 4096
 
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
-    return operator.index(value)
 
 
 def record_lengths(dataset: object, axis: str) -> np.ndarray:
@@ -108,8 +102,8 @@ class LengthBucketSampler(EpochSampler[list[int]]):
         super().__init__(
             shuffle=shuffle, seed=seed, num_replicas=num_replicas, rank=rank, drop_last=drop_last
         )
-        self.batch_size = _positive_int("batch_size", batch_size)
-        self.pool_batches = _positive_int("pool_batches", pool_batches)
+        self.batch_size = positive_int("batch_size", batch_size)
+        self.pool_batches = positive_int("pool_batches", pool_batches)
         if not isinstance(axis, str) or not axis:
             raise TypeError(f"axis must be a non-empty axis name, not {axis!r}")
         self.axis = axis

@@ -46,7 +46,6 @@ ordinals instead.
 
 from __future__ import annotations
 
-import operator
 import os
 from typing import Any
 
@@ -54,13 +53,8 @@ import numpy as np
 import signal_dataset as sds
 
 from sds_loader.addressing import shard_table
-from sds_loader.samplers.contract import EpochSampler
+from sds_loader.samplers.contract import EpochSampler, positive_int
 
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
-    return operator.index(value)
 
 
 def _stored_runs(dataset: object) -> tuple[int, np.ndarray, np.ndarray]:
@@ -131,8 +125,8 @@ class ShardAwareSampler(EpochSampler[int]):
         super().__init__(
             shuffle=shuffle, seed=seed, num_replicas=num_replicas, rank=rank, drop_last=drop_last
         )
-        self.run_length = _positive_int("run_length", run_length)
-        self.runs_mixed = _positive_int("runs_mixed", runs_mixed)
+        self.run_length = positive_int("run_length", run_length)
+        self.runs_mixed = positive_int("runs_mixed", runs_mixed)
         count, starts, skips = _stored_runs(dataset)
         self._count = count
         #: First ordinal of each run; the last entry is the record count.
