@@ -28,6 +28,29 @@ from sds_factory import (
 
 import sds_loader
 
+
+class _CountedReader(sds_loader.BatchReader):
+    """BatchReader, remembered so the test can check which path served it."""
+
+    made: list[sds_loader.BatchReader] = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _CountedReader.made.append(self)
+
+
+@pytest.fixture(autouse=True)
+def native_path_served(monkeypatch):
+    """Every record these tests read must come from the native core: a test
+    passing on signal_dataset's fallback would prove nothing about it."""
+    _CountedReader.made.clear()
+    monkeypatch.setattr(sds_loader, "BatchReader", _CountedReader)
+    yield
+    for reader in _CountedReader.made:
+        assert reader.stats.fallback_records == 0, (reader.uri, reader.stats)
+    served = sum(reader.stats.native_records for reader in _CountedReader.made)
+    assert served > 0 or not _CountedReader.made, [reader.stats for reader in _CountedReader.made]
+
 MIXED_FIELDS = ("a", "b", "c")
 MIXED_TARGETS = ("label", "snr_db", "flag")
 MIXED_COUNT = 13
