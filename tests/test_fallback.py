@@ -195,3 +195,54 @@ def test_stats_count_every_row(plain):
     assert reader.stats.native_records + reader.stats.fallback_records == 5
     if not HAS_NATIVE:
         assert reader.stats.fallback_records == 5
+
+
+# -- damaged shards the fallback serves ----------------------------------------
+
+
+def _damaged_transposed(tmp_path, damage) -> tuple[str, str]:
+    from sds_factory import data_shards
+
+    root = os.fspath(tmp_path / "dataset")
+    write_dataset(root, 4, tagged, writer_options=TRANSPOSED)
+    (shard,) = data_shards(root)
+    damage(shard)
+    return root, shard
+
+
+def _flip_in_second_record_chunk(shard: str) -> None:
+    from sds_factory import read_chunks
+
+    chunk = [c for c in read_chunks(shard) if c.chunk_type == "t"][1]
+    with open(shard, "r+b") as file:
+        position = chunk.physical(40 + chunk.data_size // 2)
+        file.seek(position)
+        byte = file.read(1)[0]
+        file.seek(position)
+        file.write(bytes([byte ^ 4]))
+
+
+def _descriptor_without_tensor(shard: str) -> None:
+    from shard_surgery import read_payloads, with_descriptor, write_payloads
+
+    payloads = read_payloads(shard)
+    payloads[1] = with_descriptor(payloads[1], lambda d: {**d, "fields": {k: {} for k in d["fields"]}})
+    write_payloads(shard, payloads, TRANSPOSED)
+
+
+@pytest.mark.parametrize(
+    "damage", [_flip_in_second_record_chunk, _descriptor_without_tensor], ids=["hash-mismatch", "malformed-descriptor"]
+)
+def test_damaged_shard_served_by_the_fallback_raises_typed(tmp_path, damage):
+    root, shard = _damaged_transposed(tmp_path, damage)
+    reader = sds_loader.BatchReader(root, fields=("iq",))
+    with pytest.raises(sds_loader.CorruptShardError) as raised:
+        reader.read([0, 1, 2])
+    message = str(raised.value)
+    assert os.path.basename(shard) in message and "record 1 " in message, message
+    assert isinstance(raised.value, sds.CorruptDatasetError)
+    with pytest.raises(sds_loader.CorruptShardError, match="record 1 "):
+        reader[1]
+    # The undamaged records still read, through the same fallback.
+    assert_batch(root, reader.read([3, 0, 2]), [3, 0, 2], ["iq"])
+    assert reader.stats.native_records == 0 and reader.stats.fallback_records == 3

@@ -35,7 +35,7 @@ import signal_dataset as sds
 
 from sds_loader import fallback_helper
 from sds_loader.dtypes import safetensors_name
-from sds_loader.errors import SchemaMismatch, TargetError
+from sds_loader.errors import CorruptShardError, SchemaMismatch, TargetError
 from sds_loader.record_metadata import RecordLayout, record_layout
 from sds_loader.schema import FieldSpec, Schema, raise_missing, raise_not_scalar
 from sds_loader.stores import for_this_process, portable
@@ -176,12 +176,18 @@ def _stop(helper: subprocess.Popen) -> None:
 
 
 def probe_record(dataset: sds.Dataset, ordinal: int) -> tuple[tuple[FieldSpec, ...], dict[str, object]]:
-    record = dataset[ordinal]
+    try:
+        record = dataset[ordinal]
+    except Exception as exc:  # noqa: BLE001 - _blame keeps what is not damage
+        raise _blame(dataset, [ordinal], exc) from None
     return record_fields(record), _plain(record.metadata)
 
 
 def read_records(dataset: sds.Dataset, ordinals: list[int], names: Sequence[str]) -> list[Decoded]:
-    records = dataset.__getitems__(ordinals)
+    try:
+        records = dataset.__getitems__(ordinals)
+    except Exception as exc:  # noqa: BLE001 - _blame keeps what is not damage
+        raise _blame(dataset, ordinals, exc) from None
     return [
         ({name: record[name].data for name in names if name in record.fields}, _plain(record.metadata))
         for record in records
@@ -190,6 +196,43 @@ def read_records(dataset: sds.Dataset, ordinals: list[int], names: Sequence[str]
 
 def read_layouts(dataset: sds.Dataset, ordinals: list[int]) -> list[RecordLayout]:
     return [record_layout(record) for record in dataset.record_metadata.__getitems__(ordinals)]
+
+
+#: How array_record words a damaged Riegeli file in the RuntimeError it raises.
+_RIEGELI_DAMAGE = ("Corrupted Riegeli", "Invalid Riegeli", "DATA_LOSS")
+
+
+def _is_damage(exc: BaseException) -> bool:
+    if isinstance(exc, sds.errors.ValidationError | sds.CorruptDatasetError):
+        return True
+    return isinstance(exc, RuntimeError) and any(word in str(exc) for word in _RIEGELI_DAMAGE)
+
+
+def _blame(dataset: sds.Dataset, ordinals: list[int], exc: Exception) -> Exception:
+    """signal_dataset's refusal of a damaged record, as the CorruptShardError
+    the native path raises: naming the shard and the ordinal. A batch read
+    does not say which record failed, so they are read again one by one; an
+    error that is not damage (storage, arguments) is returned as it was."""
+    if not _is_damage(exc):
+        return exc
+    for ordinal in ordinals:
+        try:
+            dataset[ordinal]
+        except Exception as alone:  # noqa: BLE001
+            if not _is_damage(alone):
+                return alone
+            return CorruptShardError(f"{_where(dataset, ordinal)}: signal_dataset refuses it: {alone}")
+    return exc
+
+
+def _where(dataset: sds.Dataset, ordinal: int) -> str:
+    try:
+        (instruction,) = dataset.read_instructions(ordinal, ordinal + 1, metadata=False)
+    except ValueError:
+        # A reference dataset's shards cannot be addressed this way.
+        return f"record {ordinal}"
+    shard = instruction.filename.removeprefix("file://")
+    return f"shard {shard}: record {ordinal} (record {instruction.skip} of the shard)"
 
 
 def _plain(value: object) -> object:
