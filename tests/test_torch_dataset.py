@@ -454,3 +454,29 @@ def test_main_process_loader_reads_each_batch_once(root: str) -> None:
     batches = list(DataLoader(dataset, batch_size=16, collate_fn=collate))
     assert [len(b["target"]) for b in batches] == [16, 16, 8]
     assert dataset.reader.stats.batches == before + 3
+
+
+def test_corrupt_record_in_a_worker_reaches_the_main_process(tmp_path) -> None:
+    """A damaged record read in a DataLoader worker raises there; the error
+    the training loop sees is still a CorruptShardError naming shard and ordinal."""
+    from sds_factory import data_shards, record_chunks
+
+    from sds_loader import CorruptShardError
+
+    root = os.fspath(tmp_path / "dataset")
+    write_dataset(root, 12, make_record)
+    (shard,) = data_shards(root)
+    chunk = record_chunks(shard)[9]
+    with open(shard, "r+b") as file:
+        position = chunk.physical(40 + chunk.data_size - 3)
+        file.seek(position)
+        byte = file.read(1)[0]
+        file.seek(position)
+        file.write(bytes([byte ^ 0x10]))
+    loader = DataLoader(
+        SDSTorchDataset(root), batch_size=4, num_workers=2, collate_fn=collate, multiprocessing_context="fork"
+    )
+    with pytest.raises(CorruptShardError) as raised:
+        list(loader)
+    message = str(raised.value)
+    assert os.path.basename(shard) in message and re.search(r"\brecord 9\b", message), message
