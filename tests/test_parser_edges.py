@@ -22,7 +22,7 @@ import signal_dataset as sds
 
 import sds_loader
 from sds_factory import BLOCK_SIZE, assert_matches_reference, capture, data_shards, read_chunks, write_dataset
-from shard_surgery import read_payloads, riegeli_hash, safetensors_parts, write_payloads
+from shard_surgery import ShardImage, read_payloads, riegeli_hash, safetensors_parts, simple_chunk_layout, write_payloads
 
 FIELDS = ["samples"]
 
@@ -122,3 +122,20 @@ def test_out_after_a_corruption_error(tmp_path, small):
     batch = reader.read([5, 0, 3], out=out)
     assert batch["samples"] is out["samples"] or np.shares_memory(batch["samples"], out["samples"])
     assert_matches_reference(root, batch, [5, 0, 3], FIELDS)
+
+
+def test_footer_of_another_array_record_version_is_corrupt(tmp_path):
+    root = tmp_path / "dataset"
+    write_dataset(root, 3, writer_options="group_size:1,uncompressed")  # an uncompressed footer
+    (shard,) = data_shards(root)
+    footer = [chunk for chunk in read_chunks(shard) if chunk.chunk_type == "r"][-2]
+    image = ShardImage(shard)
+    header, payload = image.chunk(footer)
+    values = simple_chunk_layout(payload).values_begin
+    # RiegeliFooterMetadata: field 1 (array_record_metadata), length, then its field 1 (version).
+    assert payload[values] == 0x0A and payload[values + 2 : values + 4] == b"\x08\x01", payload[values : values + 8]
+    image.replace(footer, header, payload[: values + 3] + b"\x02" + payload[values + 4 :])
+    image.save()
+    with pytest.raises(sds_loader.CorruptShardError, match="version 2") as raised:
+        sds_loader.BatchReader(root, fields=FIELDS).read([0])
+    assert os.path.basename(shard) in str(raised.value)

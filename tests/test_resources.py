@@ -177,3 +177,32 @@ def test_huge_decoded_size_is_refused_before_allocating(tmp_path, compression, o
     # The records around it still read.
     reader = sds_loader.BatchReader(root, fields=FIELDS, verify_checksums=verify)
     assert_matches_reference(root, reader.read([0, 2, 3]), [0, 2, 3], FIELDS)
+
+
+def test_record_count_beyond_the_sizes_is_refused_before_allocating(tmp_path):
+    """A chunk may claim as many records as it has bytes of room (Riegeli pads
+    a chunk to one byte per record), but every record needs a byte of size
+    too: a 48 MiB chunk whose sizes hold one byte and claim 48 Mi records is
+    refused before 16 bytes per claimed record are allocated."""
+    root = tmp_path / "dataset"
+    write_dataset(root, 1, partial(capture, channels=1, samples=6 << 20), writer_options="group_size:1,uncompressed")
+    (shard,) = data_shards(root)
+    (victim,) = record_chunks(shard)
+    claimed = victim.end - victim.begin  # keeps the chunk's end, so every block header still agrees
+    payload = b"\x00" + varint(1) + b"\x00"  # uncompressed, one byte of sizes: one empty record
+    header = struct.pack("<QQQQ", len(payload), riegeli_hash(payload), ord("r") | (claimed << 8), 0)
+    with open(shard, "r+b") as file:
+        file.seek(victim.begin)
+        file.write(struct.pack("<Q", riegeli_hash(header)) + header + payload)
+
+    from sds_loader import native_tools
+
+    chunk_payloads = native_tools.function("chunk_payloads")
+    have_peak = peak_resident_reset()
+    before = peak_resident_bytes() if have_peak else resident_bytes()
+    with pytest.raises(sds_loader.CorruptShardError, match="claims .* records"):
+        chunk_payloads(shard, [0])
+    after = peak_resident_bytes() if have_peak else resident_bytes()
+    assert after - before < 64 << 20, f"resident memory rose by {(after - before) >> 20} MiB"
+    with pytest.raises(sds_loader.CorruptShardError):
+        sds_loader.BatchReader(root).read([0])
