@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
+#include "descriptor_rules.h"
+#include "descriptor_stream.h"
 #include "reader_error.h"
 #include "safetensors_header.h"
 #include "strict_json.h"
@@ -13,16 +15,6 @@ namespace sdsl {
 namespace {
 
 using nlohmann::json;
-
-// signal_dataset's ResourcePolicy defaults.
-constexpr size_t kMaxFields = 10000;
-constexpr size_t kMaxAxesPerField = 128;
-constexpr size_t kMaxCoordinateValues = 10000000;
-constexpr uint64_t kMaxDescriptorBytes = 16 << 20;
-
-[[noreturn]] void Malformed(const std::string& why) {
-  Corrupt("malformed record descriptor: " + why);
-}
 
 // signal_dataset reads optional metadata as `value or {}`: any false-y JSON
 // value stands for no metadata, anything else must be an object.
@@ -151,10 +143,15 @@ const std::string* Descriptor::TensorOf(const std::string& field) const {
 }
 
 void ParseDescriptor(const uint8_t* text, uint64_t size, Descriptor* out) {
+  if (size > kMaxDescriptorBytes) Malformed("it exceeds " + std::to_string(kMaxDescriptorBytes) + " bytes");
+  if (ParseDescriptorStream(text, size, out)) return;
+  ParseDescriptorDocument(text, size, out);
+}
+
+void ParseDescriptorDocument(const uint8_t* text, uint64_t size, Descriptor* out) {
   out->fields.clear();
   out->axis_lengths.clear();
   out->metadata.clear();
-  if (size > kMaxDescriptorBytes) Malformed("it exceeds " + std::to_string(kMaxDescriptorBytes) + " bytes");
   const json descriptor = ParseStrictJson(text, size, "record descriptor");
   if (!descriptor.is_object()) Malformed("it is not a JSON object");
   const auto format = descriptor.find("format");

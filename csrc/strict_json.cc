@@ -1,7 +1,6 @@
 #include "strict_json.h"
 
 #include <cmath>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -12,7 +11,10 @@ namespace sdsl {
 using nlohmann::json;
 
 json ParseStrictJson(const uint8_t* data, uint64_t size, const char* what) {
-  std::vector<std::set<std::string>> seen;
+  // Keys seen per open object. nlohmann keeps the last of repeated keys, so
+  // an object that ends up with fewer members than keys repeated one: no set
+  // of names is needed to tell.
+  std::vector<size_t> keys;
   uint64_t nodes = 0;
   auto callback = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
     // nlohmann counts the top level as depth 0; signal_dataset counts it as 1.
@@ -21,14 +23,15 @@ json ParseStrictJson(const uint8_t* data, uint64_t size, const char* what) {
     }
     switch (event) {
       case json::parse_event_t::object_start:
-        seen.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!seen.empty()) seen.pop_back();
+        keys.push_back(0);
         break;
       case json::parse_event_t::key:
-        if (!seen.empty() && !seen.back().insert(parsed.get<std::string>()).second) {
-          Corrupt(std::string(what) + " repeats the key \"" + parsed.get<std::string>() + "\"");
+        if (!keys.empty()) ++keys.back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!keys.empty()) {
+          if (parsed.size() != keys.back()) Corrupt(std::string(what) + " repeats a key");
+          keys.pop_back();
         }
         break;
       case json::parse_event_t::value:

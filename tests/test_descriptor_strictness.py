@@ -77,6 +77,12 @@ REFUSED_DESCRIPTORS = {
     "shared-axis-disagrees": edited(
         lambda d: (first_axis(d).update(id="t"), samples(d)["axes"][1].update(id="t"))
     ),
+    "shared-axis-coordinates-disagree": edited(
+        lambda d: (
+            first_axis(d).update(id="t", length=2, coordinate={"values": [1, 2]}),
+            samples(d)["axes"][1].update(id="t", coordinate={"start": 0, "step": 1}),
+        )
+    ),
     "duplicate-key": lambda d: b'{"format":"signal-dataset.record","format":"signal-dataset.record"}',
     "not-an-object": lambda d: b"[]",
 }
@@ -88,6 +94,9 @@ ACCEPTED_DESCRIPTORS = {
     "extra-top-level-key": edited(lambda d: d.update(note="kept")),
     "linear-coordinate": edited(lambda d: first_axis(d).update(coordinate={"start": 0, "step": 0.5, "unit": "s"})),
     "coordinate-reference-to-field": edited(lambda d: first_axis(d).update(coordinate={"reference": "samples"})),
+    "shared-axis-same-coordinate": edited(
+        lambda d: [samples(d)["axes"][k].update(id=f"axis{k}", coordinate={"start": 0, "step": 1}) for k in (0, 1)]
+    ),
     "empty-reference": edited(lambda d: first_axis(d).update(coordinate={"reference": ""})),
 }
 
