@@ -120,18 +120,20 @@ def test_damage_never_yields_bytes_signal_dataset_would_not(tmp_path, options):
     header, payload = original.chunk(victim)
 
     counts = collections.Counter()
-    wrong = []
+    wrong, stricter = [], []
     for name, damaged_header, damaged_payload in damages(header, payload, seed=zlib.crc32(options.encode())):
         image = ShardImage(shard)
         image.data[:] = original.data
         image.replace(victim, damaged_header, damaged_payload)
         image.save()
-        for ordinal, ((expected, refused), (got, _)) in enumerate(
+        for ordinal, ((expected, refused), (got, error)) in enumerate(
             zip(reference_reads(root), loader_reads(root), strict=True)
         ):
             counts["cases"] += 1
             if got is None:
                 counts["both raise" if refused else "sds_loader stricter"] += 1
+                if not refused:
+                    stricter.append(f"{name}, record {ordinal}: {error}")
             elif refused is not None and got != pristine[ordinal]:
                 wrong.append((name, ordinal, f"signal_dataset raised {refused!r}"))
             elif refused is None and got != expected:
@@ -140,5 +142,7 @@ def test_damage_never_yields_bytes_signal_dataset_would_not(tmp_path, options):
                 counts["identical" if refused is None else "pristine where signal_dataset raises"] += 1
     counts["wrong bytes"] = len(wrong)
     print(f"\n{options}: " + ", ".join(f"{key} {value}" for key, value in sorted(counts.items())))
+    for case in stricter[:3]:
+        print(f"  only sds_loader refuses: {case}"[:300])
     assert not wrong, wrong[:10]
     assert counts["cases"] > 0 and counts["both raise"] > 0, counts
