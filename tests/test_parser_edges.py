@@ -36,8 +36,15 @@ def test_failed_header_parse_leaves_no_table_for_the_next_record(tmp_path):
     (shard,) = data_shards(root)
     payloads = read_payloads(shard)
     header, data = safetensors_parts(payloads[2])
-    half = {key: header[key] for key in ("__sds_descriptor__", "tensor_000000")}
-    half["zzz"] = 5  # parsed last (keys are visited in order), and not a tensor
+    # Record 2's tensors laid out in key order, so that the table as parsed
+    # so far (keys are visited in order) is already sorted by offset.
+    blobs = {key: data[slice(*header[key]["data_offsets"])] for key in ("__sds_descriptor__", "tensor_000000")}
+    half, offset = {}, 0
+    for key, blob in blobs.items():
+        half[key] = {**header[key], "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+    data = b"".join(blobs.values())
+    half["zzz"] = 5  # parsed last, and not a tensor: the parse fails here
     text = json.dumps(half).encode()
     payloads[0] = struct.pack("<Q", len(text)) + text + data
     payloads[1] = struct.pack("<Q", 0) + data

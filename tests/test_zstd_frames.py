@@ -16,12 +16,11 @@ import subprocess
 import sys
 from functools import partial
 
-import numpy as np
 import pytest
 import signal_dataset as sds
 
 import sds_loader
-from sds_factory import assert_matches_reference, capture, data_shards, field, record_chunks, write_dataset
+from sds_factory import assert_matches_reference, capture, data_shards, record_chunks, write_dataset
 from shard_surgery import ShardImage, simple_chunk_layout
 
 FIELDS = ["samples"]
@@ -71,15 +70,11 @@ def test_large_window_with_records_spanning_blocks(tmp_path, options):
 # -- a frame Debian's zstd 1.5.4 decodes, and 1.5.7 refuses ------------------
 
 
-def compressible(ordinal: int) -> sds.Record:
-    data = np.tile(np.arange(64, dtype=np.int16), 64) * (ordinal + 1)
-    return sds.Record(id=f"r{ordinal}", fields={"x": field(data)}, metadata={"label": ordinal})
-
-
-# Offset into the zstd frame of record 1 and the bit flipped there: found by
-# flipping every bit of that frame and keeping one 1.5.4 decodes to the full
-# length and 1.5.7 refuses.
-DAMAGE_OFFSET, DAMAGE_BIT = 59, 3
+# Offset into the zstd frame of record 1 (signal_dataset's default writer, a
+# capture of noise) and the bit flipped there: found by flipping every bit of
+# that frame and keeping one that Debian's 1.5.4 decodes to the full length
+# and 1.5.7 refuses.
+DAMAGE_OFFSET, DAMAGE_BIT = 76, 4
 
 
 def system_zstd_decodes(frame: bytes, size: int) -> bool | None:
@@ -103,7 +98,7 @@ def system_zstd_decodes(frame: bytes, size: int) -> bool | None:
 @pytest.mark.parametrize("verify", [True, False], ids=["verified", "unverified"])
 def test_frame_zstd_154_decodes_is_corrupt(tmp_path, verify):
     root = tmp_path / "dataset"
-    write_dataset(root, 4, compressible)
+    write_dataset(root, 4)
     (shard,) = data_shards(root)
     victim = record_chunks(shard)[1]
     image = ShardImage(shard)
@@ -121,11 +116,11 @@ def test_frame_zstd_154_decodes_is_corrupt(tmp_path, verify):
 
     reference = sds.open(os.fspath(root))
     with pytest.raises(Exception):
-        reference[1]["x"]
-    reader = sds_loader.BatchReader(root, fields=["x"], verify_checksums=verify)
+        reference[1]["samples"]
+    reader = sds_loader.BatchReader(root, fields=FIELDS, verify_checksums=verify)
     with pytest.raises(sds_loader.CorruptShardError) as raised:
         reader.read([0, 1, 2])
     message = str(raised.value)
     assert os.path.basename(shard) in message and re.search(r"\brecord 1\b", message), message
     assert verify_exit_code(root) != 0
-    assert_matches_reference(root, reader.read([0, 2, 3]), [0, 2, 3], ["x"])
+    assert_matches_reference(root, reader.read([0, 2, 3]), [0, 2, 3], FIELDS)
