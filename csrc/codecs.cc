@@ -50,8 +50,6 @@ bool ZstdFrameStreams(const Pieces& values, uint64_t decoded_size) {
       Corrupt("zstd frame declares " + std::to_string(header.frameContentSize) +
               " decoded bytes where the chunk declares " + std::to_string(decoded_size));
     }
-    // zstd's stream buffer is then bounded by the content size, not the window.
-    return true;
   }
   return header.windowSize <= std::max(decoded_size, kZstdStreamWindow);
 }

@@ -93,7 +93,11 @@ def reference_reads(root):
 
 def loader_reads(root):
     """Each record's samples from BatchReader, read alone, or the typed error it raised."""
-    reader = sds_loader.BatchReader(root, fields=["samples"], threads=1)
+    try:
+        reader = sds_loader.BatchReader(root, fields=["samples"], threads=1)
+    except (sds_loader.CorruptShardError, ValueError) as exc:
+        # Opening probes record 0; damage there refuses the whole dataset.
+        return [(None, exc)] * RECORDS
     results = []
     for ordinal in range(RECORDS):
         try:
