@@ -25,7 +25,7 @@ from torch.utils.data.distributed import DistributedSampler  # noqa: E402
 
 from sds_factory import capture, write_dataset  # noqa: E402
 from sds_loader import torch_ring  # noqa: E402
-from sds_loader.torch import SDSTorchDataset, collate  # noqa: E402
+from sds_loader.torch import Batch, SDSTorchDataset, collate  # noqa: E402
 from sds_loader.torch_ring import WorkerRing  # noqa: E402
 
 RECORDS = 120
@@ -148,6 +148,21 @@ def test_keys_added_by_a_wrapping_collate_cross_too(root) -> None:
             assert_batch_is_fresh(root, batch)
             assert batch["worker"] in (0, 1)
             assert torch.equal(batch["doubled"], batch["target"] * 2)
+
+
+def test_uncollated_batches_cross_too(root) -> None:
+    def keep_batch(batch):
+        return batch
+
+    epochs = DataLoader(
+        SDSTorchDataset(root, targets={"index": "index"}), batch_size=BATCH, shuffle=True,
+        num_workers=2, collate_fn=keep_batch, multiprocessing_context="fork", persistent_workers=True,
+        timeout=120,  # a batch that cannot be pickled is dropped by the worker: fail, not hang
+    )
+    kept = [batch for _ in range(2) for batch in epochs]
+    assert all(isinstance(batch, Batch) and len(batch) == BATCH for batch in kept)
+    for batch in kept:
+        assert_batch_is_fresh(root, batch.tensors)
 
 
 def test_pin_memory_on_this_machine(root) -> None:

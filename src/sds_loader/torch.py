@@ -86,6 +86,13 @@ class Batch(Sequence[dict[str, _torch.Tensor]]):
         for position in range(self._length):
             yield {name: tensor[position] for name, tensor in self._tensors.items()}
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # A batch in a worker's ring block crosses as the block and offsets,
+        # even when a collate_fn hands the Batch itself to the DataLoader.
+        if self._ring_block is not None:
+            return _batch_of, (RingBatch(self._tensors, self._ring_block), self._length)
+        return _batch_of, (self._tensors, self._length)
+
     def pin_memory(self, device: object = None) -> Batch:
         """Lets DataLoader's pin step handle a Batch that reaches it uncollated."""
         del device
@@ -97,6 +104,10 @@ class Batch(Sequence[dict[str, _torch.Tensor]]):
             for name, t in self._tensors.items()
         )
         return f"Batch(size={self._length}, {shown})"
+
+
+def _batch_of(tensors: Mapping[str, _torch.Tensor], length: int) -> Batch:
+    return Batch(tensors, length)
 
 
 def collate(batch: object) -> object:

@@ -109,6 +109,7 @@ class WorkerRing(BufferSource):
     def __init__(self, blocks: int = DEFAULT_BLOCKS) -> None:
         if blocks < 0:
             raise ValueError(f"a worker ring holds zero or more blocks, not {blocks}")
+        _this_registry()  # a forked worker lets go of its parent's mappings
         self._max_blocks = blocks
         self._blocks: list[_Block] = []
         self._one_off = SharedMemorySource()

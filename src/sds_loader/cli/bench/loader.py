@@ -10,10 +10,11 @@ holds it, on each variant of the dataset:
   the median of the per-repeat ratios, so a machine busy with other work
   shifts both sides of a ratio alike.
 - **delivery**: CPU time per batch spent outside reading and decoding: the
-  CPU seconds of the main process and its workers over the epochs, less what
-  `BatchReader.read` with one thread takes for the same batches, divided by
-  the batches. CPU time rather than wall time, so other load on the machine
-  does not count.
+  CPU seconds of the main process and its workers over the epochs, divided
+  by the batches, less what `BatchReader.read` with one thread takes per
+  batch (the median of one measurement per repeat). CPU time rather than
+  wall time, so waiting for a core does not count; contention still slows
+  each CPU second somewhat, so read the row to a millisecond or two.
 - **cold**: one epoch with every shard's pages dropped from the page cache
   first (``posix_fadvise(DONTNEED)``), in `ShardAwareSampler` order against
   ``shuffle=True``; the row is the ratio of records/s. On a disk that holds
@@ -158,9 +159,9 @@ def workers_rows(plan: Plan, batch_size: int, *, epochs: int = EPOCHS, repeats: 
         for key, (_, _, label) in setups.items() if key != "w0"
     }
     decodes = []
+    spent: dict[str, list[float]] = {key: [] for key in setups}
     for _ in range(repeats):
-        decode = _decode_cpu_per_batch(plan, batch_size)
-        decodes.append(decode)
+        decodes.append(_decode_cpu_per_batch(plan, batch_size))
         rate = {}
         for key, (workers, blocks, _) in setups.items():
             loader = _loader(plan, batch_size, workers=workers, worker_blocks=blocks)
@@ -168,13 +169,16 @@ def workers_rows(plan: Plan, batch_size: int, *, epochs: int = EPOCHS, repeats: 
             records, batches, wall, cpu = _epochs(loader, epochs)
             rate[key] = records / wall
             rates[key].values.append(rate[key])
-            delivery[key].values.append(1000 * (cpu / batches - decode))
+            spent[key].append(cpu / batches)
             del loader
             gc.collect()
         for key, row in share.items():
             row.values.append(100 * rate[key] / rate["w0"])
-    for row in delivery.values():
-        row.note = f"less decoding alone, {1000 * statistics.median(decodes):.1f} ms CPU per batch; about ±1 ms"
+    # One decoding figure for every repeat: its own noise would otherwise enter each difference.
+    decode = statistics.median(decodes)
+    for key, row in delivery.items():
+        row.values = [1000 * (cpu - decode) for cpu in spent[key]]
+        row.note = f"less decoding alone, {1000 * decode:.1f} ms CPU per batch (median of {len(decodes)})"
     return [*rates.values(), *share.values(), *delivery.values()]
 
 
