@@ -33,25 +33,36 @@ struct WorkerScratch {
   std::vector<uint8_t> record;
   RecordScratch record_scratch;
   ZSTD_DCtx* zstd;
+
+  // Bytes its buffers hold (capacity, not size).
+  size_t HeldBytes() const;
+  // Frees every buffer larger than `limit` bytes (0: every buffer). The zstd
+  // context, the costly part to make, stays.
+  void FreeBuffersOver(size_t limit);
 };
 
-// A few idle WorkerScratch, handed out to one worker at a time.
+// A few idle WorkerScratch, handed out to one worker at a time. What idle
+// scratch keeps is bounded twice: no buffer over 8 MiB, and no more than
+// 32 MiB in all, so that one batch of large records on many threads does not
+// pin hundreds of megabytes for the reader's lifetime. A batch of ordinary
+// records reuses its buffers without allocating.
 class ScratchPool : public ForkGuarded {
  public:
   ScratchPool() { StartGuarding(); }
   ~ScratchPool() override { StopGuarding(); }
   std::unique_ptr<WorkerScratch> Acquire();
-  // Frees the scratch's large buffers before keeping it, so that one large
-  // record does not pin its memory for the reader's lifetime.
   void Release(std::unique_ptr<WorkerScratch> scratch);
+  // Bytes held by idle scratch now.
+  size_t kept_bytes() const;
 
   void LockForFork() override { mutex_.lock(); }
   void UnlockInParent() override { mutex_.unlock(); }
   void ResetInChild() override { mutex_.unlock(); }
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<std::unique_ptr<WorkerScratch>> idle_;
+  size_t kept_bytes_ = 0;
 };
 
 }  // namespace sdsl

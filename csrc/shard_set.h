@@ -37,6 +37,8 @@ class ShardSet {
   // Decode threads started by this reader in this process (the caller's not
   // counted): they persist between reads.
   size_t worker_threads() const { return workers_.threads(); }
+  // Bytes of buffers idle scratch keeps between reads.
+  size_t kept_scratch_bytes() const { return scratch_.kept_bytes(); }
   std::shared_ptr<const OpenShard> Open(size_t file) { return shards_.Open(file); }
 
  private:

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import signal_dataset as sds
 
+import sds_factory
 import sds_loader
 from native_batches import native_read, open_native
 from sds_factory import assert_matches_reference, write_dataset
@@ -199,3 +200,23 @@ def test_threads_the_system_refuses_mean_fewer_workers(root):
                           timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("ok"), done.stdout
+
+
+def test_scratch_kept_between_reads_is_bounded(tmp_path):
+    """After a batch of large records, idle scratch keeps no buffer of a
+    record's size, and little in all, however many threads read it."""
+    def large(ordinal: int) -> sds.Record:
+        rng = np.random.default_rng(ordinal)
+        data = rng.integers(0, 255, size=(12 << 20,), dtype=np.uint8)
+        return sds.Record(id=f"large-{ordinal}", fields={"blob": sds_factory.field(data)},
+                          metadata={"label": ordinal})
+
+    root = str(tmp_path / "large")
+    write_dataset(root, 6, large, records_per_shard=3, writer_options="group_size:1,uncompressed")
+    native, table = open_native(root)
+    batch = native_read(native, table, [5, 0, 3, 1], threads=4)
+    assert_matches_reference(root, batch, [5, 0, 3, 1], ["blob"], ["label"])
+    assert native.kept_scratch_bytes <= 32 << 20
+    assert native.kept_scratch_bytes < 12 << 20
+    # Small records afterwards still reuse what is kept.
+    assert_matches_reference(root, native_read(native, table, [2], threads=1), [2], ["blob"], ["label"])
