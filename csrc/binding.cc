@@ -83,9 +83,14 @@ std::vector<uint64_t> ShapeOf(const py::tuple& shape) {
 
 // A writable, C-contiguous buffer of exactly `bytes` bytes. The Python layer
 // has already checked shape and dtype; this re-checks what memory safety needs.
-uint8_t* WritableBase(const py::object& object, uint64_t bytes, const std::string& name) {
+// The buffer stays exported, in `held`, until the caller drops it: an object
+// that tracks its exports (bytearray, array.array) then refuses to resize or
+// free its memory while the read writes there with the GIL released.
+uint8_t* WritableBase(const py::object& object, uint64_t bytes, const std::string& name,
+                      std::vector<py::buffer_info>* held) {
   py::buffer buffer = py::reinterpret_borrow<py::buffer>(object);
-  py::buffer_info info = buffer.request(/*writable=*/true);
+  held->push_back(buffer.request(/*writable=*/true));
+  const py::buffer_info& info = held->back();
   if (static_cast<uint64_t>(info.size) * static_cast<uint64_t>(info.itemsize) != bytes) {
     throw py::value_error("buffer for " + name + " holds " +
                           std::to_string(info.size * info.itemsize) + " bytes, not " +
@@ -205,6 +210,8 @@ py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
       throw py::index_error("shard number " + std::to_string(file_data[i]) + " is out of range");
     }
   }
+  std::vector<py::buffer_info> held;  // every output, exported until the read returns
+  held.reserve(2 * fields.size() + targets.size());
   sdsl::BatchLayout layout;
   for (const py::handle& item : fields) {
     const py::tuple spec = item.cast<py::tuple>();
@@ -217,7 +224,8 @@ py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
     if (row == 0) throw py::value_error("unknown dtype " + slot.dtype);
     for (uint64_t d : slot.shape) row *= d;
     slot.row_bytes = row;
-    slot.base = WritableBase(py::reinterpret_borrow<py::object>(spec[4]), row * count, slot.name);
+    slot.base =
+        WritableBase(py::reinterpret_borrow<py::object>(spec[4]), row * count, slot.name, &held);
     if (spec.size() > 5) {  // (..., window axis, lengths buffer or None)
       slot.window_axis = spec[5].cast<int>();
       if (slot.window_axis >= static_cast<int>(slot.shape.size()) || starts.is_none()) {
@@ -226,7 +234,7 @@ py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
       }
       if (!spec[6].is_none()) {
         slot.lengths = WritableBase(py::reinterpret_borrow<py::object>(spec[6]), 8 * count,
-                                    slot.name + " lengths");
+                                    slot.name + " lengths", &held);
       }
     }
     layout.fields.push_back(std::move(slot));
@@ -238,7 +246,8 @@ py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
     const std::string kind = spec[1].cast<std::string>();
     if (kind != "i" && kind != "f") throw py::value_error("target kind must be 'i' or 'f'");
     slot.kind = kind[0];
-    slot.base = WritableBase(py::reinterpret_borrow<py::object>(spec[2]), 8 * count, slot.key);
+    slot.base =
+        WritableBase(py::reinterpret_borrow<py::object>(spec[2]), 8 * count, slot.key, &held);
     layout.targets.push_back(std::move(slot));
   }
   py::array_t<uint8_t> needs_fallback(static_cast<py::ssize_t>(count));
@@ -294,7 +303,9 @@ PYBIND11_MODULE(_native, m) {
       .def("probe", &Probe, py::arg("file"), py::arg("shard_record"), py::arg("ordinal"))
       .def_property_readonly("num_files", &sdsl::ShardSet::num_files)
       .def_property_readonly("worker_threads", &sdsl::ShardSet::worker_threads,
-                             "Decode threads this reader has started in this process.");
+                             "Decode threads this reader has started in this process.")
+      .def_property_readonly("kept_scratch_bytes", &sdsl::ShardSet::kept_scratch_bytes,
+                             "Bytes of buffers idle scratch keeps between reads.");
 
 
   m.def(

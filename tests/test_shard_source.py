@@ -107,3 +107,37 @@ def test_a_source_that_is_not_one_is_refused_by_name():
 
     with pytest.raises(TypeError, match=r"no fetch\(\) method"):
         _native.ShardSet(["a"], True, 8, source=NoFetch())
+
+
+def test_outputs_stay_exported_while_the_read_runs(dataset):
+    """A bytearray given as an output cannot be resized (and so moved) by
+    another thread while the native core writes into it without the GIL.
+    The source's fetch, which runs mid-read, tries."""
+    table = shard_table(sds.open(dataset))
+    source = FileRangeSource(list(table.paths))
+    native = _native.ShardSet(list(table.paths), True, 8, source=source)
+    ordinals = [3, 44, 21, 9]
+    expected = native_read(native, table, ordinals, threads=1)  # footers read, layout known
+    (name, key, dtype, shape), = native.probe(0, 3, 3)[0]
+    out = bytearray(expected[name].nbytes)
+    labels = bytearray(8 * len(ordinals))
+    attempts: list[str] = []
+    original_fetch = source.fetch
+
+    def resizing_fetch(requests):
+        try:
+            out.extend(bytes(1 << 20))
+            attempts.append("resized")
+        except BufferError:
+            attempts.append("refused")
+        original_fetch(requests)
+
+    source.fetch = resizing_fetch
+    wanted = np.asarray(ordinals, dtype=np.int64)
+    files, shard_records = table.locate(wanted)
+    native.read(files, shard_records, wanted, [(name, key, dtype, tuple(shape), out)],
+                [("label", "i", labels)], 1)
+    assert attempts and set(attempts) == {"refused"}
+    assert bytes(out) == expected[name].tobytes()
+    # Released once the read returned.
+    out.extend(b"x")
