@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,8 +21,9 @@ import pytest
 
 import sds_factory
 from sds_loader import cli, native_tools
-from sds_loader.cli.bench import builtin
+from sds_loader.cli.bench import builtin, cold
 from sds_loader.cli.bench.run import method_table
+from sds_loader.reader import default_threads
 
 NATIVE_SKIP = native_tools.unavailable_reason("shard_summary", "verify_shard", "chunk_payloads")
 needs_native = pytest.mark.skipif(NATIVE_SKIP is not None, reason=str(NATIVE_SKIP))
@@ -330,3 +332,59 @@ def test_builtin_size_override():
     assert builtin.record_count(5) == 5
     with pytest.raises(ValueError, match="at least one"):
         builtin.record_count(0)
+
+
+def test_bench_cold_drops_pages_and_times_each_thread_count(capsys, zstd_root, tmp_path):
+    out_dir = tmp_path / "cold"
+    code, out, err = run_cli(
+        capsys, "bench", zstd_root, "--cold", "--batches", "2", "--batch-size", "8",
+        "--out", str(out_dir), "--no-progress",
+    )
+    assert code == 0, out + err
+    document = json.loads((out_dir / "bench.json").read_text())
+    assert document["cold"] is True
+    [variant] = document["datasets"]
+    rows = _rows(document, variant)
+    assert list(rows) == [key for key, _, _ in cold.method_table(default_threads())]
+    assert {"batchreader_default", "batchreader_1", "batchreader_2", "batchreader_8",
+            "batchreader_32"} <= set(rows)
+    for key, row in rows.items():
+        if key.startswith("bound_") or NATIVE_SKIP:
+            continue
+        assert row["status"] == "ok" and row["records"] == 16, row
+        assert row["label"].endswith(", cold"), row
+    # Every BatchReader row says how many threads it ran, the default one too.
+    assert f"default ({default_threads()} thread" in rows["batchreader_default"]["label"]
+    assert rows["batchreader_32"]["label"] == "BatchReader.read, 32 threads, cold"
+
+
+def test_cold_passes_start_from_dropped_pages(tmp_path):
+    path = tmp_path / "shard"
+    with open(path, "wb") as handle:
+        handle.write(os.urandom(1 << 20))
+        os.fsync(handle.fileno())  # dirty pages cannot be dropped, clean ones can
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.read(fd, 1 << 20)  # now cached
+        if not hasattr(os, "RWF_NOWAIT"):
+            pytest.skip("no RWF_NOWAIT here to tell a cached page from a dropped one")
+        buffer = bytearray(4096)
+        try:
+            os.preadv(fd, [buffer], 1 << 19, os.RWF_NOWAIT)
+        except OSError:
+            pytest.skip("this file system does not answer RWF_NOWAIT reads")
+        cold.drop_pages([str(path)])
+        with pytest.raises(BlockingIOError):
+            os.preadv(fd, [buffer], 1 << 19, os.RWF_NOWAIT)
+    finally:
+        os.close(fd)
+
+
+def test_every_reader_row_names_its_thread_count():
+    for key, label, _ in method_table(2):
+        if key.startswith(("batchreader", "torch")):
+            assert re.search(r"\b\d+ threads?\b", label), label
+    labels = {key: label for key, label, _ in method_table(2)}
+    assert labels["batchreader_b4_t2"] == "BatchReader.read, batches of 4, 2 threads"
+    assert labels["batchreader_b16_t1"] == "BatchReader.read, batches of 16, 1 thread"
+    assert labels["torch_w0"].endswith(f", {default_threads()} thread" + "s" * (default_threads() != 1))

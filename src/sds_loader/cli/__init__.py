@@ -78,6 +78,11 @@ def parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--inputs", metavar="FIELD", help='field to batch (default "samples", else the largest field)')
     bench.add_argument("--target", metavar="KEY", help='numeric metadata key to batch as target (default "label" if present)')
+    bench.add_argument(
+        "--cold", action="store_true",
+        help="drop the shards' pages from the page cache before every pass and time "
+        "BatchReader at its default thread count and at 1, 2, 8 and 32 threads",
+    )
     bench.add_argument("--no-progress", action="store_true", help="no progress bars")
     bench.add_argument(
         "--loader", action="store_true",
@@ -160,6 +165,7 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         target=args.target,
         builtin_records=args.builtin_records,
         cache_dir=args.cache_dir,
+        cold=args.cold,
         progress=not args.no_progress,
         command=shlex.join(["sds-loader", *argv]),
     )
@@ -170,6 +176,8 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         return 0
     result = run(config)
     print(report.legend(result.plans, args.batch_size))
+    if args.cold:
+        print("cold: the shards' pages were dropped from the page cache before every pass")
     print()
     print(report.text(result.rows))
     print()

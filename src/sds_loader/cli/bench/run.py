@@ -18,10 +18,11 @@ from importlib import metadata
 from typing import Any
 
 from sds_loader import native_tools
-from sds_loader.cli.bench import bounds, builtin, methods, plan as planning, report
+from sds_loader.cli.bench import bounds, builtin, cold, methods, plan as planning, report, small_batches
 from sds_loader.cli.bench.plan import Plan
 from sds_loader.cli.bench.timing import Row, Runner, measure
 from sds_loader.cli.progress import progress as progress_bar
+from sds_loader.reader import default_threads
 
 #: The DataLoader worker counts timed for sds_loader.torch.
 WORKER_COUNTS = (0, 2)
@@ -48,6 +49,8 @@ class BenchConfig:
     #: Where the built-in dataset is cached; None for builtin.cache_dir()'s default.
     cache_dir: str | None = None
     progress: bool = True
+    #: Drop the shards' pages before every pass and time thread counts (cold.py).
+    cold: bool = False
     command: str = "sds-loader bench"
 
 
@@ -73,8 +76,14 @@ def method_table(threads: int) -> list[tuple[str, str, Callable[[Plan], Runner]]
         ("batchreader_1", "BatchReader.read, 1 thread", methods.batch_reader(1)),
         ("batchreader_all", f"BatchReader.read, {threads} thread{'s' * (threads != 1)}", methods.batch_reader(threads)),
     ]
+    rows += small_batches.method_rows()
+    # In the main process the dataset's reader takes the default thread
+    # count; in a DataLoader worker, one.
+    in_main = small_batches.threads_label(default_threads())
     rows += [
-        (f"torch_w{workers}", f"SDSTorchDataset + collate, {workers} workers", methods.torch_loader(workers))
+        (f"torch_w{workers}",
+         f"SDSTorchDataset + collate, {workers} workers, " + (in_main if workers == 0 else "1 thread each"),
+         methods.torch_loader(workers))
         for workers in WORKER_COUNTS
     ]
     rows += [
@@ -127,6 +136,7 @@ def context(config: BenchConfig, threads: int) -> dict[str, Any]:
         "command": config.command,
         "batch_size": config.batch_size,
         "threads": threads,
+        "cold": config.cold,
         "machine": {
             "cpu": _cpu_model(),
             "cpu_count": os.cpu_count(),
@@ -162,11 +172,15 @@ def run(config: BenchConfig) -> BenchResult:
         raise ValueError(f"--threads must be at least 1, not {threads}")
     out = results_dir(config.out)
     plans = plans_for(config)
-    warm_page_cache(plans, progress=config.progress)
+    if config.cold:
+        table = cold.method_table(default_threads())
+    else:
+        table = method_table(threads)
+        warm_page_cache(plans, progress=config.progress)
     rows = [
         measure(plan, key, label, open_runner, progress=config.progress)
         for plan in plans.values()
-        for key, label, open_runner in method_table(threads)
+        for key, label, open_runner in table
     ]
     report.derive(rows, plans)
     document = report.document(rows, plans, context(config, threads))
