@@ -167,7 +167,9 @@ class PythonSource : public sdsl::ShardSource {
 
   // Up to this many bytes of requests per fetch() call and worker, so that
   // a remote source has many requests in flight at once.
-  uint64_t GatherBytes() const override { return uint64_t{16} << 20; }
+  uint64_t GatherBytes(const sdsl::RangeRequest* /*ranges*/, size_t /*count*/) override {
+    return uint64_t{16} << 20;
+  }
 
  private:
   // Ends every view on the way out of a failed fetch; a view that will not

@@ -85,17 +85,13 @@ void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
                  ScratchPool* scratch_pool, WorkerPool* workers, const RunWork& work) {
   if (runs.empty()) return;
   const size_t parallel = std::min<size_t>(std::max(threads, 1), runs.size());
-  const std::vector<Slice> slices = SliceRuns(runs, parallel, source.GatherBytes());
-  if (runs.size() > parallel) {
-    // More runs than workers: tell the source what is coming, so that a cold
-    // disk can have more reads in flight than there are decode threads.
-    std::vector<RangeRequest> ranges;
-    ranges.reserve(runs.size());
-    for (const Run& run : runs) {
-      ranges.push_back(RangeRequest{run.shard->file->number(), run.begin, RunBytes(run), nullptr});
-    }
-    source.WillNeed(ranges.data(), ranges.size());
+  std::vector<RangeRequest> ranges;
+  ranges.reserve(runs.size());
+  for (const Run& run : runs) {
+    ranges.push_back(RangeRequest{run.shard->file->number(), run.begin, RunBytes(run), nullptr});
   }
+  const uint64_t gather = source.GatherBytes(ranges.data(), ranges.size());
+  const std::vector<Slice> slices = SliceRuns(runs, parallel, gather);
   std::atomic<size_t> next_slice{0};
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;

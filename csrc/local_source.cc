@@ -7,8 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "reader_error.h"
@@ -19,6 +24,13 @@ namespace {
 // Ranges probed for residency before a batch; more cost syscalls on every
 // warm batch, fewer miss a partly cold one.
 constexpr size_t kResidencyProbes = 4;
+// Reads in flight per Fetch call besides the caller's: enough to keep a
+// disk's queue busy, few enough that idle threads cost little.
+constexpr size_t kIoHelpers = 15;
+// Bytes a decode thread gathers per Fetch call when the shards are cold:
+// large enough for many reads at once, small enough that one thread
+// decodes a slice while the next is still being read.
+constexpr uint64_t kColdGatherBytes = 4 << 20;
 
 // Whether the byte at `offset` is in the page cache: a read that would have
 // to wait for the disk fails with EAGAIN instead. Where RWF_NOWAIT is not
@@ -139,49 +151,54 @@ std::shared_ptr<const LocalSource::OpenFile> LocalSource::Open(size_t file) {
 uint64_t LocalSource::Size(size_t file) { return Open(file)->size; }
 
 void LocalSource::Fetch(RangeRequest* requests, size_t count) {
-  std::shared_ptr<const OpenFile> open;
-  size_t open_file = 0;
+  // Groups of requests that lie back to back in one shard: one preadv each.
+  std::vector<std::pair<size_t, size_t>> groups;
   for (size_t first = 0, last; first < count; first = last) {
     last = first + 1;
     while (last < count && requests[last].file == requests[first].file &&
            requests[last].offset == requests[last - 1].offset + requests[last - 1].size) {
       ++last;
     }
-    if (open == nullptr || open_file != requests[first].file) {
-      open = Open(requests[first].file);
-      open_file = requests[first].file;
-    }
-    open->ReadContiguous(requests + first, last - first);
+    groups.emplace_back(first, last);
   }
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr first_error;
+  std::mutex error_mutex;
+  const std::function<void()> read = [&]() {
+    std::shared_ptr<const OpenFile> open;
+    size_t open_file = 0;
+    for (size_t g = next++; g < groups.size() && !failed; g = next++) {
+      const auto [first, last] = groups[g];
+      try {
+        if (open == nullptr || open_file != requests[first].file) {
+          open = Open(requests[first].file);
+          open_file = requests[first].file;
+        }
+        open->ReadContiguous(requests + first, last - first);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!first_error) first_error = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  io_.Run(std::min(groups.size() - 1, kIoHelpers), read);
+  if (first_error) std::rethrow_exception(first_error);
 }
 
-}  // namespace sdsl
-
-namespace sdsl {
-
-void LocalSource::WillNeed(const RangeRequest* ranges, size_t count) try {
-  if (count == 0) return;
-  bool cold = false;
-  for (size_t k = 0; k < kResidencyProbes && k < count && !cold; ++k) {
-    const RangeRequest& range = ranges[k * count / std::min(count, kResidencyProbes)];
-    if (range.size == 0) continue;
-    // The last byte: readahead from an earlier read may have brought the first.
-    cold = !Resident(Open(range.file)->fd, range.offset + range.size - 1);
-  }
-  if (!cold) return;
-  std::shared_ptr<const OpenFile> open;
-  size_t open_file = 0;
-  for (size_t k = 0; k < count; ++k) {
-    if (open == nullptr || open_file != ranges[k].file) {
-      open = Open(ranges[k].file);
-      open_file = ranges[k].file;
+uint64_t LocalSource::GatherBytes(const RangeRequest* ranges, size_t count) {
+  try {
+    for (size_t k = 0; k < kResidencyProbes && k < count; ++k) {
+      const RangeRequest& range = ranges[k * count / std::min(count, kResidencyProbes)];
+      if (range.size == 0) continue;
+      // The last byte: readahead from an earlier read may have brought the first.
+      if (!Resident(Open(range.file)->fd, range.offset + range.size - 1)) return kColdGatherBytes;
     }
-    // Only a hint: a failure costs speed, never correctness.
-    (void)::posix_fadvise(open->fd, static_cast<off_t>(ranges[k].offset),
-                          static_cast<off_t>(ranges[k].size), POSIX_FADV_WILLNEED);
+  } catch (const ReaderError&) {
+    // A shard that cannot be opened now fails in Fetch, naming the record.
   }
-} catch (const ReaderError&) {
-  // A shard that cannot be opened now fails in Fetch, naming the record.
+  return 0;
 }
 
 }  // namespace sdsl

@@ -17,6 +17,7 @@
 
 #include "fork_guard.h"
 #include "shard_source.h"
+#include "worker_pool.h"
 
 namespace sdsl {
 
@@ -27,12 +28,14 @@ class LocalSource : public ShardSource, public ForkGuarded {
   size_t num_files() const override { return paths_.size(); }
   uint64_t Size(size_t file) override;
   std::string Name(size_t file) const override { return paths_.at(file); }
+  // Ranges that are not back to back are read at once on the source's IO
+  // threads, up to 16 reads in flight per call besides the caller's.
   void Fetch(RangeRequest* requests, size_t count) override;
-  // When a few of the ranges, sampled, are not in the page cache, asks the
-  // kernel to start reading all of them (POSIX_FADV_WILLNEED), so that a
-  // cold batch has all its reads in flight however few threads decode it.
-  // A warm batch costs a few non-blocking one-byte reads.
-  void WillNeed(const RangeRequest* ranges, size_t count) override;
+  // 0 while the batch's shards are in the page cache (a few ranges, sampled
+  // with non-blocking one-byte reads); when they are not, a few MiB per
+  // decode thread, so that a cold batch has many more reads in flight than
+  // there are decode threads and each thread decodes while others wait.
+  uint64_t GatherBytes(const RangeRequest* ranges, size_t count) override;
 
   ~LocalSource() override { StopGuarding(); }
 
@@ -52,6 +55,7 @@ class LocalSource : public ShardSource, public ForkGuarded {
   std::list<size_t> recency_;  // most recent first
   std::unordered_map<size_t, std::pair<std::shared_ptr<const OpenFile>, std::list<size_t>::iterator>>
       open_;
+  WorkerPool io_;  // started on the first cold batch
 };
 
 }  // namespace sdsl

@@ -35,16 +35,13 @@ class ShardSource {
   // straight to their rows); a source should read them as one range.
   virtual void Fetch(RangeRequest* requests, size_t count) = 0;
 
-  // How many bytes of a batch's runs one Fetch call should gather. 0: one
-  // run per call, fetched by the worker that decodes it while the bytes are
-  // still in its cache (local files). A remote source wants many requests in
-  // flight per call, bounded by this many bytes of buffers per worker.
-  virtual uint64_t GatherBytes() const { return 0; }
-
-  // A hint that these ranges will be fetched soon, given once per batch
-  // before any of them is. A source may start reading them ahead; it must
-  // not block on them.
-  virtual void WillNeed(const RangeRequest* /*ranges*/, size_t /*count*/) {}
+  // How many bytes of a batch's runs (`ranges`, in plan order, dst unset)
+  // one Fetch call should gather, asked once per batch before any is
+  // fetched. 0: one run per call, fetched by the worker that decodes it
+  // while the bytes are still in its cache. More: many requests in flight
+  // per call (a remote source; local shards not in the page cache), bounded
+  // by this many bytes of buffers per decode thread.
+  virtual uint64_t GatherBytes(const RangeRequest* /*ranges*/, size_t /*count*/) { return 0; }
 };
 
 }  // namespace sdsl

@@ -220,3 +220,33 @@ def test_scratch_kept_between_reads_is_bounded(tmp_path):
     assert native.kept_scratch_bytes < 12 << 20
     # Small records afterwards still reuse what is kept.
     assert_matches_reference(root, native_read(native, table, [2], threads=1), [2], ["blob"], ["label"])
+
+
+def test_a_cold_batch_is_read_with_more_reads_in_flight_than_threads(tmp_path):
+    """Shards dropped from the page cache: the batch is fetched on the IO
+    threads (which start for it) and comes out as it does warm."""
+    root = str(tmp_path / "cold")
+    write_dataset(root, 64, records_per_shard=16, writer_options="group_size:1")
+    native, table = open_native(root)
+    ordinals = np.random.default_rng(3).permutation(64)[:40].tolist()
+    warm = native_read(native, table, ordinals, threads=1)
+    assert_matches_reference(root, warm, ordinals, ["samples"], ["label"])
+    for path in table.paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            try:
+                os.preadv(fd, [bytearray(1)], os.path.getsize(path) // 2, os.RWF_NOWAIT)
+                pytest.skip("this file system keeps the pages cached")
+            except BlockingIOError:
+                pass
+            except OSError:
+                pytest.skip("this file system does not answer non-blocking reads")
+        finally:
+            os.close(fd)
+    before = tasks()
+    cold = native_read(native, table, ordinals, threads=1)
+    assert len(tasks() - before) >= 1  # the IO threads, started for this batch
+    for name, array in warm.items():
+        assert np.array_equal(cold[name], array), name
