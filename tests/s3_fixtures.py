@@ -9,6 +9,7 @@ signal_dataset's default registry.
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -46,7 +47,7 @@ def upload_dataset(server: MotoServer, local_root: str | os.PathLike, name: str)
 
 @pytest.fixture(scope="session")
 def s3_dataset(s3_server, tmp_path_factory) -> tuple[str, str]:
-    """(s3:// URI, local copy) of 48 small captures in 4 shards."""
+    """(s3:// URI, local copy) of 48 captures of 64 kB in 4 shards of 800 kB."""
     local = tmp_path_factory.mktemp("s3-local")
-    write_dataset(local, 48, capture, records_per_shard=12)
+    write_dataset(local, 48, functools.partial(capture, samples=4096), records_per_shard=12)
     return upload_dataset(s3_server, local, "captures"), os.fspath(local)

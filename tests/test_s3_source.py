@@ -20,7 +20,7 @@ import signal_dataset as sds
 from s3_fixtures import endpoint_options, s3_dataset, s3_server  # noqa: F401
 from s3_server import FaultProxy, free_port, wait_listening
 
-from sds_loader.s3_source import TAIL_BYTES, S3RangeSource
+from sds_loader.s3_source import HEAD_BYTES, TAIL_BYTES, S3RangeSource
 
 
 def shard_uris(uri: str) -> list[str]:
@@ -79,9 +79,14 @@ def test_sizes_and_ranges_are_exact(s3_server, shards):
     requests = random_requests(contents, 60, seed=1)
     source.fetch([(f, o, memoryview(b)) for f, o, b in requests])
     check(requests, contents)
-    # One suffix GET per shard gave its size and tail; every other range costs one GET.
-    in_tail = sum(1 for f, o, _ in requests if o >= len(contents[f]) - TAIL_BYTES)
-    assert source.counters.requests == len(uris) + len(requests) - in_tail
+    # Opening a shard costs two GETs (its tail and its first bytes); a range
+    # costs one more unless those hold it.
+    held = sum(
+        1 for f, o, b in requests if o >= len(contents[f]) - TAIL_BYTES or o + len(b) <= HEAD_BYTES
+    )
+    assert all(len(c) > TAIL_BYTES for c in contents)
+    assert held < len(requests)
+    assert source.counters.requests == 2 * len(uris) + len(requests) - held
     assert source.counters.retries == 0
 
 

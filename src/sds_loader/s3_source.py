@@ -51,10 +51,18 @@ from signal_dataset.storage.paths import s3_parts
 DEFAULT_REQUESTS_IN_FLIGHT = 32
 
 #: Bytes read from the end of a shard by its first request. One suffix GET gives
-#: the object's size (from `Content-Range`), its ETag, the postscript in the last
-#: block and, for any shard of up to a few thousand records, the whole footer
-#: index, so opening a shard costs one request instead of a HEAD plus two GETs.
-TAIL_BYTES = 1 << 16
+#: the object's size (from `Content-Range`), its ETag, the postscript (the last
+#: 64 KiB block) and the footer index before it (about 140 bytes a chunk: 36 kB
+#: for 256 records, so up to some 460 chunks fit), so opening a shard costs
+#: one round trip instead of a HEAD and two dependent GETs. A bigger footer
+#: costs one more GET for the part before the tail, never the same bytes
+#: twice; a smaller one costs the record bytes the tail reaches into, read
+#: once per shard (and used, if a batch asks for those records).
+TAIL_BYTES = 1 << 17
+
+#: The file signature the core checks first; fetched beside the tail, in the
+#: same round trip.
+HEAD_BYTES = 64
 
 #: Shards whose tails are kept. The core parses a footer once and caches the
 #: index, so a tail is only needed again after the core's own cache evicts it.
@@ -82,6 +90,11 @@ _LIVE: weakref.WeakSet[S3RangeSource] = weakref.WeakSet()
 
 
 def _forget_parent_state() -> None:
+    global _SESSIONS_LOCK
+    # A parent thread may have held this lock, or a session's credential
+    # refresh lock, at the fork: start both afresh.
+    _SESSIONS_LOCK = threading.Lock()
+    _SESSIONS.clear()
     for source in list(_LIVE):
         source._forget_parent()
 
@@ -100,6 +113,8 @@ class _Tail:
     etag: str
     start: int
     data: bytes
+    #: The shard's first bytes (empty when the tail holds them or they were not fetched).
+    head: bytes = b""
 
 
 class S3RangeSource:
@@ -136,6 +151,9 @@ class S3RangeSource:
         self._timeouts = (connect_timeout, read_timeout)
         self._lock = threading.Lock()
         self._tails: OrderedDict[int, _Tail] = OrderedDict()
+        #: The ETag each shard had when first opened; kept when its tail is not,
+        #: so a shard reopened after a replacement is refused, not mixed.
+        self._etags: dict[int, str] = {}
         self._counters = FetchCounters()
         self._client = None
         self._pool: ThreadPoolExecutor | None = None
@@ -164,8 +182,9 @@ class S3RangeSource:
         remote = []
         for file, offset, view in requests:
             view = memoryview(view).cast("B")
-            if not self._from_tail(file, offset, view):
-                remote.append((file, offset, view))
+            left, etag = self._from_tail(file, offset, view)
+            if len(left):
+                remote.append((file, offset, left, etag))
         if not remote:
             return
         if len(remote) == 1:
@@ -259,20 +278,40 @@ class S3RangeSource:
             self._counters = FetchCounters(c.requests + requests, c.bytes + fetched, c.retries + retries)
 
     def _tail(self, file: int) -> _Tail:
-        self._process()
+        pool = self._process()[1]
         with self._lock:
             tail = self._tails.get(file)
             if tail is not None:
                 self._tails.move_to_end(file)
                 return tail
-        tail = self._attempts(file, lambda client: self._get_tail(client, file))
+        head = pool.submit(self._attempts, file, lambda client: self._get_head(client, file))
+        try:
+            tail = self._attempts(file, lambda client: self._get_tail(client, file))
+        finally:
+            # Never leave the head's thread running past this call.
+            wait([head])
+        if tail.start > 0:
+            try:
+                etag, data = head.result()
+            except sds.StorageError:
+                pass  # the core's own read of those bytes will retry and report it
+            else:
+                if etag == tail.etag:
+                    tail.head = data
         with self._lock:
+            first = self._etags.setdefault(file, tail.etag)
+            if first != tail.etag:
+                raise _replaced(self._uris[file])
             self._tails[file] = tail
             while len(self._tails) > TAIL_CACHE_SHARDS:
                 self._tails.popitem(last=False)
         return tail
 
-    def _from_tail(self, file: int, offset: int, view: memoryview) -> bool:
+    def _from_tail(self, file: int, offset: int, view: memoryview) -> tuple[memoryview, str]:
+        """Fill what of `view` the cached head and tail hold.
+
+        Returns the part still to fetch and the ETag to pin its GET to.
+        """
         tail = self._tail(file)
         end = offset + len(view)
         if offset < 0 or end > tail.size:
@@ -280,10 +319,14 @@ class S3RangeSource:
                 f"{self._uris[file]} holds {tail.size} bytes; bytes {offset}-{end} were asked for. "
                 "The shard is shorter than its footer says: it was truncated or replaced"
             )
-        if offset < tail.start:
-            return False
-        view[:] = tail.data[offset - tail.start : end - tail.start]
-        return True
+        if end <= len(tail.head):
+            view[:] = tail.head[offset:end]
+            return view[:0], tail.etag
+        if end <= tail.start:
+            return view, tail.etag
+        split = max(tail.start - offset, 0)
+        view[split:] = tail.data[offset + split - tail.start : end - tail.start]
+        return view[:split], tail.etag
 
     def _get_tail(self, client, file: int) -> _Tail:
         bucket, key = self._parts[file]
@@ -295,8 +338,17 @@ class S3RangeSource:
         self._count(requests=1, fetched=len(data))
         return _Tail(size=size, etag=str(response.get("ETag", "")), start=start, data=data)
 
-    def _get_into(self, file: int, offset: int, view: memoryview) -> None:
-        etag = self._tail(file).etag
+    def _get_head(self, client, file: int) -> tuple[str, bytes]:
+        bucket, key = self._parts[file]
+        response = client.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{HEAD_BYTES - 1}")
+        data = _read_body(response)
+        start, end, _ = _content_range(response, len(data))
+        if start != 0 or end - start != len(data):
+            raise _Retry(f"asked for bytes 0-{HEAD_BYTES}, got bytes {start}-{end}")
+        self._count(requests=1, fetched=len(data))
+        return str(response.get("ETag", "")), data
+
+    def _get_into(self, file: int, offset: int, view: memoryview, etag: str) -> None:
         bucket, key = self._parts[file]
         end = offset + len(view)
 
@@ -337,12 +389,18 @@ class S3RangeSource:
         raise sds.StorageError(f"reading {uri} failed {attempts} times; the last attempt: {reason}")
 
 
+#: boto3 sessions of this process, by (profile, region). Making a client from a
+#: session that has made one before skips loading and parsing S3's service
+#: model again, which costs more than a batch of requests to a nearby store.
+_SESSIONS: dict[tuple[str | None, str | None], object] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
 def _make_client(options: S3Options, in_flight: int, timeouts: tuple[float, float]):
     import boto3
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
-    session = boto3.Session(profile_name=options.profile_name, region_name=options.region_name)
     settings: dict[str, object] = {
         # This module's loop is the one retry bound; botocore's would multiply it.
         "retries": {"total_max_attempts": 1},
@@ -352,7 +410,13 @@ def _make_client(options: S3Options, in_flight: int, timeouts: tuple[float, floa
     }
     if options.addressing_style is not None:
         settings["s3"] = {"addressing_style": options.addressing_style}
-    client = session.client("s3", endpoint_url=options.endpoint_url, config=Config(**settings))
+    # A session is not safe to make clients from in several threads at once.
+    with _SESSIONS_LOCK:
+        key = (options.profile_name, options.region_name)
+        session = _SESSIONS.get(key)
+        if session is None:
+            session = _SESSIONS[key] = boto3.Session(profile_name=options.profile_name, region_name=options.region_name)
+        client = session.client("s3", endpoint_url=options.endpoint_url, config=Config(**settings))
     return client, (ClientError, BotoCoreError)
 
 
@@ -412,6 +476,13 @@ def _transient_reason(exc: BaseException) -> str | None:
     return None
 
 
+def _replaced(uri: str) -> sds.StorageError:
+    return sds.StorageError(
+        f"{uri} was replaced while this reader had it open; its bytes no longer match the "
+        "footer already read. Open the dataset again"
+    )
+
+
 def _permanent(exc: BaseException, uri: str) -> sds.StorageError:
     status, code = _status(exc), _code(exc)
     if code in {"NoSuchKey", "NotFound", "404"} or status == 404:
@@ -422,10 +493,7 @@ def _permanent(exc: BaseException, uri: str) -> sds.StorageError:
     if code == "NoSuchBucket":
         return sds.StorageError(f"the bucket of {uri} does not exist at this endpoint")
     if code in {"PreconditionFailed", "412"} or status == 412:
-        return sds.StorageError(
-            f"{uri} was replaced while this reader had it open; its bytes no longer match the "
-            "footer already read. Open the dataset again"
-        )
+        return _replaced(uri)
     if code in {"InvalidRange", "416"} or status == 416:
         return sds.StorageError(f"{uri} is shorter than its footer says: it was truncated or replaced")
     if status == 403:
