@@ -153,7 +153,9 @@ class FaultProxy:
                     for key, value in response.getheaders():
                         if key.lower() not in {"transfer-encoding", "connection", "content-length"}:
                             self.send_header(key, value)
-                    self.send_header("Content-Length", str(len(payload)))
+                    # A HEAD answer's length is the object's, not its (empty) body's.
+                    length = response.getheader("Content-Length") if self.command == "HEAD" else None
+                    self.send_header("Content-Length", length or str(len(payload)))
                     self.end_headers()
                     if action == "truncate" and self.command == "GET" and len(payload) > 1:
                         self.wfile.write(payload[: len(payload) // 2])

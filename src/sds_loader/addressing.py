@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import signal_dataset as sds
 
+from sds_loader import sources
+
 
 @dataclass(frozen=True)
 class ShardTable:
@@ -35,13 +37,11 @@ class ShardTable:
 
 def native_unavailable_reason(dataset: sds.Dataset) -> str | None:
     """Why the native path cannot address this dataset, or None if it can."""
-    if "://" in dataset.root and not dataset.root.startswith("file://"):
-        return f"root {dataset.root!r} is remote; the native reader reads local files"
     try:
-        dataset.read_instructions(0, min(len(dataset), 1))
+        instructions = dataset.read_instructions(0, min(len(dataset), 1))
     except ValueError as exc:
         return f"signal_dataset cannot address its shards directly ({exc})"
-    return None
+    return sources.unavailable_reason(dataset, [instruction.filename for instruction in instructions])
 
 
 def shard_table(dataset: sds.Dataset, *, metadata: bool = False) -> ShardTable:

@@ -13,7 +13,7 @@ import numpy as np
 from signal_dataset import CorruptDatasetError
 from signal_dataset.storage import ObjectStore
 
-from sds_loader import fallback
+from sds_loader import fallback, sources
 from sds_loader.addressing import ShardTable, native_unavailable_reason, shard_table
 from sds_loader.dataset_root import open_dataset
 from sds_loader.errors import MixedShapesError, SchemaMismatch, UnknownNameError, UnknownTargetError
@@ -58,13 +58,21 @@ class ReadStats:
     batches: int = 0
     #: Batches read twice because a record disagreed with the assumed layout.
     schema_retries: int = 0
+    #: Ranged GETs and bytes the native path fetched from object storage (0 for local shards).
+    fetch_requests: int = 0
+    fetched_bytes: int = 0
 
 
 class _ProcessState:
     """Everything that must not cross a fork: open dataset, native file cache."""
 
     def __init__(
-        self, uri: str, object_store: ObjectStore | None, verify_checksums: bool, max_open_files: int
+        self,
+        uri: str,
+        object_store: ObjectStore | None,
+        verify_checksums: bool,
+        max_open_files: int,
+        requests_in_flight: int | None,
     ) -> None:
         from sds_loader import _native
 
@@ -75,10 +83,16 @@ class _ProcessState:
         self.native_reason = native_unavailable_reason(self.dataset)
         self.table: ShardTable | None = None
         self.native = None
+        self.source = None
         if self.native_reason is None:
             self.table = shard_table(self.dataset)
+            self.source = sources.for_shards(
+                self.dataset, self.table.paths, requests_in_flight=requests_in_flight
+            )
             # Any count past 2**32 means "no limit"; the native side takes a size_t.
-            self.native = _native.ShardSet(list(self.table.paths), verify_checksums, min(max_open_files, 1 << 32))
+            self.native = _native.ShardSet(
+                list(self.table.paths), verify_checksums, min(max_open_files, 1 << 32), source=self.source
+            )
         self._verify = verify_checksums
         self._metadata: MetadataSource | None = None
 
@@ -88,6 +102,18 @@ class _ProcessState:
         if self._metadata is None:
             self._metadata = MetadataSource(self.dataset, self.fallback, verify_checksums=self._verify)
         return self._metadata
+
+    def fetched(self) -> tuple[int, int]:
+        """(requests, bytes) this process has fetched from object storage so far."""
+        if self.source is None:
+            return 0, 0
+        counters = self.source.counters
+        return counters.requests, counters.bytes
+
+    def close(self) -> None:
+        if self.source is not None:
+            self.source.close()
+        self.fallback.close()
 
 
 class BatchReader:
@@ -104,10 +130,6 @@ class BatchReader:
     int64 when the first record holds an integer or bool and float64 otherwise.
     `threads` defaults to min(4, CPU count); a DataLoader worker should pass 1,
     since the workers are already the parallelism.
-
-    Shards the native core cannot read (transposed chunks, reference datasets,
-    remote roots) are served by signal_dataset's reader with identical results;
-    `stats` counts which path served each record.
 
     `window` (a `Window`) keeps `length` positions of one named axis of every
     selected field that carries it, from a start per index (``read(indices,
@@ -126,9 +148,16 @@ class BatchReader:
     - snappy, brotli, grouped chunks: the whole chunk is decoded as without a
       window, and only the window is copied.
 
-    `object_store` is passed to `signal_dataset.open` (a store configured for
-    another endpoint, say); by default the store comes from signal_dataset's
+    Shards in S3 (or any S3-compatible store) are read natively too: the same
+    plan, then only the byte ranges it needs, as ranged GETs, up to
+    `requests_in_flight` at once per process (default 32). The store's
+    settings are signal_dataset's own: `object_store` is passed to
+    `signal_dataset.open`, and by default the store comes from signal_dataset's
     registry, as it does for `signal_dataset.open(uri)`.
+
+    Shards the native core cannot read (transposed chunks, reference datasets,
+    `gs://` roots) are served by signal_dataset's reader, in a helper process,
+    with identical results; `stats` counts which path served each record.
     """
 
     def __init__(
@@ -142,6 +171,7 @@ class BatchReader:
         max_open_files: int = 64,
         object_store: ObjectStore | None = None,
         window: Window | None = None,
+        requests_in_flight: int | None = None,
     ) -> None:
         if not isinstance(uri, str | os.PathLike):
             raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
@@ -160,6 +190,11 @@ class BatchReader:
         self._threads = threads
         self._verify = bool(verify_checksums)
         self._max_open_files = max_open_files
+        if requests_in_flight is not None and (
+            isinstance(requests_in_flight, bool) or not isinstance(requests_in_flight, int) or requests_in_flight < 1
+        ):
+            raise ValueError(f"requests_in_flight must be a positive integer or None, not {requests_in_flight!r}")
+        self._requests_in_flight = requests_in_flight
         self._object_store = object_store
         self._schema: Schema | None = None
         self._lock = threading.Lock()
@@ -191,7 +226,9 @@ class BatchReader:
             with self._lock:
                 state = self._state
                 if state is None or state.pid != os.getpid():
-                    state = _ProcessState(self._uri, self._object_store, self._verify, self._max_open_files)
+                    state = _ProcessState(
+                        self._uri, self._object_store, self._verify, self._max_open_files, self._requests_in_flight
+                    )
                     self._state = state
         return state
 
@@ -199,7 +236,11 @@ class BatchReader:
         state = self.__dict__.copy()
         state["_state"] = None
         state["_lock"] = None
-        state["_object_store"] = portable(self._object_store)
+        # The store's settings, not the store: a spawned process cannot unpickle
+        # a client, and needs the endpoint even when it came from this
+        # process's registry.
+        live = self._state.dataset.object_store if self._state is not None else None
+        state["_object_store"] = portable(self._object_store if self._object_store is not None else live)
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
@@ -228,6 +269,11 @@ class BatchReader:
         return self._window
 
     @property
+    def object_store(self) -> ObjectStore:
+        """The store this process's dataset was opened with."""
+        return self._process().dataset.object_store
+
+    @property
     def native_unavailable_reason(self) -> str | None:
         """Why every record goes through signal_dataset, or None when none must."""
         return self._process().native_reason
@@ -243,6 +289,17 @@ class BatchReader:
 
     def __len__(self) -> int:
         return len(self._process().dataset)
+
+    def close(self) -> None:
+        """Release this process's connections, helper process and open shards.
+
+        A later read opens them again, so closing is always safe; a read in
+        flight on another thread fails with StorageError rather than hang.
+        """
+        with self._lock:
+            state, self._state = self._state, None
+        if state is not None and state.pid == os.getpid():
+            state.close()
 
     def __repr__(self) -> str:
         return (
@@ -427,10 +484,14 @@ class BatchReader:
                 args += (spec.window_axis, arrays.get(length_key(spec.name)))
             field_args.append(args)
         target_args = [(target.key, target.kind, arrays[target.key]) for target in schema.targets]
-        needs_fallback = state.native.read(
-            files, locals_, ordinals, field_args, target_args, min(self._threads, _MAX_THREADS),
-            starts, pad,
-        )
+        before = state.fetched()
+        try:
+            needs_fallback = state.native.read(
+                files, locals_, ordinals, field_args, target_args, min(self._threads, _MAX_THREADS),
+                starts, pad,
+            )
+        finally:
+            self._count_fetches(state, before)
         positions = np.flatnonzero(needs_fallback)
         if positions.size:
             state.fallback.fill(
@@ -440,6 +501,11 @@ class BatchReader:
         self.stats.fallback_records += int(positions.size)
         self.stats.native_records += int(ordinals.size - positions.size)
 
+    def _count_fetches(self, state: _ProcessState, before: tuple[int, int]) -> None:
+        requests, fetched = state.fetched()
+        self.stats.fetch_requests += requests - before[0]
+        self.stats.fetched_bytes += fetched - before[1]
+
     def _probe(self, ordinal: int) -> Schema:
         """Learn one record's layout: its fields' dtypes and shapes, its targets' kinds."""
         state = self._process()
@@ -447,7 +513,11 @@ class BatchReader:
         if state.native is not None:
             assert state.table is not None
             files, locals_ = state.table.locate(np.asarray([ordinal], dtype=np.int64))
-            probed = state.native.probe(int(files[0]), int(locals_[0]), ordinal)
+            before = state.fetched()
+            try:
+                probed = state.native.probe(int(files[0]), int(locals_[0]), ordinal)
+            finally:
+                self._count_fetches(state, before)
         if probed is not None:
             raw_fields, metadata_json = probed
             available = tuple(

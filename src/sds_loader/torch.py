@@ -24,6 +24,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 
 import torch as _torch
+from signal_dataset.storage import ObjectStore
 from torch.utils.data import Dataset as _Dataset
 from torch.utils.data import default_collate as _default_collate
 from torch.utils.data import get_worker_info as _get_worker_info
@@ -32,6 +33,7 @@ from sds_loader.errors import UnknownNameError, UnknownTargetError
 from sds_loader.reader import BatchReader
 from sds_loader.samplers import LengthBucketSampler, ShardAwareSampler
 from sds_loader.shared_epoch import SharedEpoch
+from sds_loader.stores import portable
 from sds_loader.torch_buffers import BufferSource, PagePool, PinnedSource, read_tensors
 from sds_loader.torch_ring import DEFAULT_BLOCKS, RingBatch, WorkerRing
 from sds_loader.windows import Window, length_key
@@ -153,7 +155,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
     the main process and 1 in a DataLoader worker, where the workers already
     are the parallelism. `pin_memory=True` makes main-process batches
     page-locked when CUDA is available, so DataLoader's ``pin_memory=True``
-    step copies nothing; pass both.
+    step copies nothing; pass both. `object_store` and `requests_in_flight`
+    go to `BatchReader` (a dataset in object storage).
 
     In a worker, batches go into a ring of `worker_blocks` shared-memory
     blocks (see `sds_loader.torch_ring`), each reused once the main process
@@ -191,6 +194,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         window: Window | None = None,
         seed: int = 0,
         worker_blocks: int = DEFAULT_BLOCKS,
+        object_store: ObjectStore | None = None,
+        requests_in_flight: int | None = None,
     ) -> None:
         if not isinstance(uri, str | os.PathLike):
             raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
@@ -215,6 +220,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         if isinstance(worker_blocks, bool) or not isinstance(worker_blocks, int) or worker_blocks < 0:
             raise ValueError(f"worker_blocks must be zero or a positive integer, not {worker_blocks!r}")
         self._worker_blocks = worker_blocks
+        self._object_store = object_store
+        self._requests_in_flight = requests_in_flight
         self._local: _ProcessLocal | None = None
         # Open now, so a wrong URI or field name fails here rather than in a
         # worker; BatchReader checks the names against record 0.
@@ -238,6 +245,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
                 threads=threads,
                 verify_checksums=self._verify,
                 window=self._window,
+                object_store=self._object_store,
+                requests_in_flight=self._requests_in_flight,
             )
             local = _ProcessLocal(pid, reader, self._buffer_source(in_worker))
             self._local = local
@@ -253,6 +262,12 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         state["_local"] = None
+        # A spawned worker gets the store's settings (an S3 endpoint registered
+        # in this process's registry, say), not a store it cannot unpickle.
+        store = self._object_store
+        if store is None and self._local is not None:
+            store = self._local.reader.object_store
+        state["_object_store"] = portable(store)
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:

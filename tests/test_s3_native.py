@@ -1,0 +1,184 @@
+"""Datasets in S3 are read natively, byte for byte as signal_dataset reads them.
+
+Against moto's S3 server on 127.0.0.1: BatchReader and SDSTorchDataset on an
+s3:// root, `stats` showing native reads and what was fetched, DataLoader
+workers (forked and spawned), faults from a proxy that fails a share of
+requests or all of them, and a shard missing from the bucket.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+import pytest
+import signal_dataset as sds
+from s3_fixtures import BUCKET, endpoint_options, s3_dataset, s3_server, upload_dataset  # noqa: F401
+from s3_server import FaultProxy
+from sds_factory import assert_batch, capture, read_chunks, write_dataset
+from signal_dataset.storage import S3ObjectStore
+
+import sds_loader
+from sds_loader.s3_source import HEAD_BYTES
+
+TARGETS = ("label", "snr_db")
+
+
+def test_batches_match_signal_dataset_and_are_native(s3_dataset):
+    uri, _ = s3_dataset
+    reader = sds_loader.BatchReader(uri, targets=TARGETS)
+    assert reader.native_unavailable_reason is None
+    indices = [40, 3, 3, -1, 17, 0, 29, 11, 12]
+    batch = reader.read(indices)
+    assert_batch(uri, batch, [i % 48 for i in indices], ("samples",), TARGETS)
+    assert reader.stats.native_records == len(indices)
+    assert reader.stats.fallback_records == 0
+    assert reader.stats.fetch_requests > 0
+    single = reader[17]
+    assert single["samples"].tobytes() == sds.open(uri)[17]["samples"].data.tobytes()
+
+
+def test_a_batch_fetches_only_its_records_once_footers_are_cached(s3_dataset):
+    uri, local = s3_dataset
+    reader = sds_loader.BatchReader(uri, targets=("label",))
+    reader.read(list(range(0, 48, 12)))  # opens every shard: tails, signatures
+    before = reader.stats.fetched_bytes, reader.stats.fetch_requests
+    indices = [1, 2, 3, 14, 30, 31]  # runs 1-3 and 30-31 are adjacent chunks
+    reader.read(indices)
+    fetched = reader.stats.fetched_bytes - before[0]
+    requests = reader.stats.fetch_requests - before[1]
+    own = _own_bytes(uri, local, indices)
+    assert own <= fetched <= 2 * own
+    # Adjacent chunks are one range: three runs, three GETs.
+    assert requests == 3
+
+
+def test_object_store_passed_through(s3_server, s3_dataset):
+    uri, _ = s3_dataset
+    store = S3ObjectStore(options=endpoint_options(s3_server.url))
+    reader = sds_loader.BatchReader(uri, targets=("label",), object_store=store, requests_in_flight=2)
+    assert_batch(uri, reader.read([5, 6, 47]), [5, 6, 47], ("samples",), ("label",))
+    assert reader.stats.native_records == 3
+
+
+def test_dataloader_forked_persistent_workers(s3_dataset):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    from sds_loader.torch import SDSTorchDataset, collate
+
+    uri, _ = s3_dataset
+    dataset = SDSTorchDataset(uri)
+    dataset.__getitems__([0, 1])  # the parent reads first, as a user who looks at a record does
+    loader = DataLoader(
+        dataset, batch_size=8, shuffle=True, num_workers=2, persistent_workers=True,
+        multiprocessing_context="fork", collate_fn=collate, generator=torch.Generator().manual_seed(3),
+    )
+    reference = sds.open(uri)
+    expected = {bytes(reference[i]["samples"].data.tobytes()) for i in range(len(reference))}
+    for _epoch in range(2):
+        got = [row.numpy().tobytes() for batch in loader for row in batch["inputs"]]
+        assert len(got) == len(reference) and set(got) == expected
+
+
+def test_a_pickled_dataset_carries_the_store_settings(s3_server, s3_dataset):
+    """What a spawned worker gets: the endpoint registered in this process, as settings."""
+    import pickle
+
+    pytest.importorskip("torch")
+    from sds_loader.torch import SDSTorchDataset
+
+    uri, _ = s3_dataset
+    dataset = SDSTorchDataset(uri)
+    state = pickle.loads(pickle.dumps(dataset)).__getstate__()
+    assert state["_object_store"].endpoint_url == s3_server.url
+    reader = pickle.loads(pickle.dumps(sds_loader.BatchReader(uri)))
+    assert reader.object_store.options.endpoint_url == s3_server.url
+    assert reader.read([4])["samples"].tobytes() == sds.open(uri)[4]["samples"].data.tobytes()
+
+
+@pytest.fixture()
+def proxy(s3_server):
+    proxy = FaultProxy(s3_server.port)
+    yield proxy
+    proxy.close()
+
+
+def through(proxy: FaultProxy, uri: str, **options) -> sds_loader.BatchReader:
+    store = S3ObjectStore(options=endpoint_options(proxy.url))
+    reader = sds_loader.BatchReader(uri, targets=("label",), object_store=store, **options)
+    reader._process().source._backoff = sds.RetryPolicy(attempts=5, base_seconds=0.01, max_seconds=0.05)
+    return reader
+
+
+@pytest.mark.parametrize("fault", [503, "drop", "truncate"])
+def test_a_share_of_failed_requests_still_reads_exact_batches(proxy, s3_dataset, fault):
+    uri, _ = s3_dataset
+    reader = through(proxy, uri)
+    proxy.reset(lambda n, method, path: fault if n % 4 == 2 and "/objects/data/" in path else "pass")
+    indices = [7, 19, 20, 33, 45, 2]
+    assert_batch(uri, reader.read(indices), indices, ("samples",), ("label",))
+    assert any(action == fault for *_, action in proxy.seen)
+    assert reader.stats.native_records == len(indices)
+
+
+def test_a_failing_store_raises_storage_error_then_recovers(proxy, s3_dataset):
+    uri, _ = s3_dataset
+    reader = through(proxy, uri)
+    reader.read([0])
+    proxy.reset(lambda n, method, path: 500 if "/objects/data/" in path else "pass")
+    with pytest.raises(sds.StorageError, match=r"s3://.*/objects/data/.*failed 5 times.*InternalError"):
+        reader.read([10, 30])
+    proxy.reset()
+    assert_batch(uri, reader.read([10, 30]), [10, 30], ("samples",), ("label",))
+
+
+def test_a_missing_shard_is_named(s3_server, tmp_path):
+    write_dataset(tmp_path, 8, functools.partial(capture, samples=512), records_per_shard=4)
+    uri = upload_dataset(s3_server, tmp_path, "missing-shard")
+    dataset = sds.open(uri)
+    victim = dataset.read_instructions(4, 5)[0].filename
+    s3_server.client().delete_object(Bucket=BUCKET, Key=victim[len(f"s3://{BUCKET}/") :])
+    reader = sds_loader.BatchReader(uri)
+    assert_batch(uri, reader.read([0, 3]), [0, 3], ("samples",))
+    with pytest.raises(sds.StorageError, match=rf"{victim} does not exist"):
+        reader.read([1, 5])
+
+
+def test_sparse_read_target(s3_server, tmp_path):
+    """64 of 2,048 records over 8 shards: at most twice their bytes, plus each footer once."""
+    write_dataset(tmp_path, 2048, functools.partial(capture, samples=512), records_per_shard=256)
+    uri = upload_dataset(s3_server, tmp_path, "sparse")
+    indices = np.sort(np.random.default_rng(5).choice(2048, size=64, replace=False))
+    reader = sds_loader.BatchReader(uri, targets=("label",))
+    assert_batch(tmp_path, reader.read(indices), indices.tolist(), ("samples",), ("label",))
+    spans = _chunk_spans(os.fspath(tmp_path), indices.tolist())
+    own = sum(end - begin for shard in spans.values() for begin, end in shard["records"])
+    footers = sum(shard["footer"] + HEAD_BYTES for shard in spans.values())
+    assert len(spans) == 8
+    assert own <= reader.stats.fetched_bytes <= 2 * own + footers
+    # One GET per run of adjacent records, two per shard opened.
+    assert reader.stats.fetch_requests <= len(indices) + 2 * len(spans)
+
+
+def _chunk_spans(local: str, ordinals) -> dict[str, dict]:
+    """Per shard of these records: each record chunk's (begin, end), and the bytes
+    from the footer index's chunk to the end of the file (footer and postscript)."""
+    dataset = sds.open(local)
+    spans: dict[str, dict] = {}
+    for ordinal in ordinals:
+        instruction = dataset.read_instructions(int(ordinal), int(ordinal) + 1)[0]
+        path = instruction.filename
+        if path not in spans:
+            chunks = [chunk for chunk in read_chunks(path) if chunk.chunk_type == "r"]
+            spans[path] = {"chunks": chunks[:-2], "footer": os.path.getsize(path) - chunks[-2].begin, "records": []}
+        chunk = spans[path]["chunks"][instruction.skip]
+        spans[path]["records"].append((chunk.begin, chunk.end))
+    return spans
+
+
+def _own_bytes(uri: str, local: str, ordinals) -> int:
+    """The stored bytes of these records' chunks, headers included, from the local copy."""
+    spans = _chunk_spans(local, ordinals)
+    return sum(end - begin for shard in spans.values() for begin, end in shard["records"])
