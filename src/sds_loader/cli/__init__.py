@@ -57,7 +57,10 @@ def parser() -> argparse.ArgumentParser:
         ),
     )
     bench.add_argument("path", nargs="?", metavar="PATH", help="dataset to time (default: the built-in one)")
-    bench.add_argument("--batch-size", type=_positive, default=256, help="records per batch (default 256)")
+    bench.add_argument(
+        "--batch-size", type=_positive, default=None,
+        help="records per batch (default 256; 64 for a dataset in object storage)",
+    )
     bench.add_argument(
         "--threads", type=_positive, default=None,
         help="threads for the multi-threaded BatchReader row (default: all cores)",
@@ -84,6 +87,10 @@ def parser() -> argparse.ArgumentParser:
         "BatchReader at its default thread count and at 1, 2, 8 and 32 threads",
     )
     bench.add_argument("--no-progress", action="store_true", help="no progress bars")
+    bench.add_argument(
+        "--requests-in-flight", type=_positive, default=None,
+        help="ranged GETs in flight for a dataset in object storage (default 32)",
+    )
     bench.add_argument(
         "--loader", action="store_true",
         help=(
@@ -151,10 +158,31 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _bench_remote(args: argparse.Namespace) -> int:
+    from sds_loader.cli.bench import remote
+
+    result = remote.run(
+        args.path,
+        batch_size=args.batch_size or 64,
+        batches=args.batches or 5,
+        requests_in_flight=args.requests_in_flight,
+        fields=(args.inputs,) if args.inputs else None,
+    )
+    print(remote.legend(result))
+    print()
+    print(remote.text(result))
+    print()
+    print(f"json: {remote.write(result, args.out)}")
+    return 0
+
+
 def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from sds_loader.cli.bench import BenchConfig, run
+    from sds_loader.cli.bench import BenchConfig, remote, run
     from sds_loader.cli.bench import report
 
+    if remote.is_remote(args.path):
+        return _bench_remote(args)
+    args.batch_size = args.batch_size or 256
     config = BenchConfig(
         path=args.path,
         batch_size=args.batch_size,
