@@ -98,6 +98,15 @@ def test_a_pickled_dataset_carries_the_store_settings(s3_server, s3_dataset):
     assert reader.read([4])["samples"].tobytes() == sds.open(uri)[4]["samples"].data.tobytes()
 
 
+def test_record_metadata_is_read_natively_too(s3_dataset):
+    """Samplers and windows learn record lengths from the metadata shards, in S3 as well."""
+    from sds_loader.samplers.length_bucket import record_lengths
+
+    uri, _ = s3_dataset
+    lengths = record_lengths(uri, "a1")
+    assert lengths.tolist() == [sds.open(uri)[i]["samples"].data.shape[1] for i in range(48)]
+
+
 @pytest.fixture()
 def proxy(s3_server):
     proxy = FaultProxy(s3_server.port)

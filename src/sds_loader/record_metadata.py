@@ -11,8 +11,9 @@ The shards are read by the native core and decoded by signal_dataset's own
 metadata codec. Not through signal_dataset's reader: that goes through
 array_record, whose reader, once used in a process, crashes persistent forked
 DataLoader workers, and samplers run in the parent before workers fork.
-Datasets the native core cannot address (remote roots, reference datasets)
-are read through signal_dataset in the fallback's helper process.
+Metadata shards in S3 are fetched as byte ranges like data shards. Datasets
+the native core cannot address (`gs://` roots, reference datasets) are read
+through signal_dataset in the fallback's helper process.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 import signal_dataset as sds
 from signal_dataset.record.metadata import RecordMetadataCodec
 
+from sds_loader import sources
 from sds_loader.addressing import native_unavailable_reason, shard_table
 
 
@@ -61,7 +63,8 @@ class MetadataSource:
         self._table = None
         if native_unavailable_reason(dataset) is None and len(dataset) > 0:
             self._table = shard_table(dataset, metadata=True)
-            self._native = _native.ShardSet(list(self._table.paths), self._verify, 64)
+            source = sources.for_shards(dataset, self._table.paths)
+            self._native = _native.ShardSet(list(self._table.paths), self._verify, 64, source=source)
 
     def read(self, ordinals: np.ndarray) -> list[RecordLayout]:
         """The field layouts of each ordinal (already normalised), in order."""
