@@ -98,6 +98,15 @@ def parser() -> argparse.ArgumentParser:
             "delivering it, and ShardAwareSampler against shuffle=True with shard pages dropped"
         ),
     )
+    bench.add_argument(
+        "--windows", action="store_true",
+        help=(
+            "time 4,096-sample windows at random starts of a built-in long-capture dataset "
+            "(1 Mi samples each) against signal_dataset reading whole captures and slicing"
+        ),
+    )
+    # How many long captures --windows writes (tests).
+    bench.add_argument("--windows-captures", type=_positive, default=None, help=argparse.SUPPRESS)
     # Shrinks the built-in dataset (tests; also $SDS_LOADER_BENCH_RECORDS).
     bench.add_argument("--builtin-records", type=_positive, default=None, help=argparse.SUPPRESS)
 
@@ -182,6 +191,15 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     if remote.is_remote(args.path):
         return _bench_remote(args)
+    if args.windows:
+        from sds_loader.cli.bench import windows
+
+        options = ["--threads", str(args.threads or 1)]
+        if args.cache_dir:
+            options += ["--cache-dir", args.cache_dir]
+        if args.windows_captures:
+            options += ["--captures", str(args.windows_captures), "--passes", "1"]
+        return windows.main(options)
     args.batch_size = args.batch_size or 256
     config = BenchConfig(
         path=args.path,

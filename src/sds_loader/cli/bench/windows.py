@@ -1,6 +1,6 @@
 """Windows of long captures: what reading only the window is worth.
 
-``python -m sds_loader.cli.bench.windows`` writes (once, cached beside the
+``sds-loader bench --windows`` (or ``python -m sds_loader.cli.bench.windows``) writes (once, cached beside the
 built-in dataset) a long-capture dataset: 64 captures of 1 Mi complex64
 samples (8 MiB each) along ``time``, uncompressed and as signal_dataset's
 default zstd, and reads 4,096-sample windows at seeded random starts from
@@ -53,11 +53,11 @@ def capture(ordinal: int) -> sds.Record:
     )
 
 
-def ensure(captures: int = CAPTURES) -> dict[str, str]:
+def ensure(captures: int = CAPTURES, cache: str | None = None) -> dict[str, str]:
     """The long-capture dataset's variants (name -> root), writing any not yet cached."""
     roots = {}
     for variant, options in VARIANTS.items():
-        root = os.path.join(cache_dir(), f"windows-v{VERSION}-{captures}x{SAMPLES}-{variant}")
+        root = os.path.join(cache_dir(cache), f"windows-v{VERSION}-{captures}x{SAMPLES}-{variant}")
         roots[variant] = root
         try:
             if len(sds.open(root)) == captures:
@@ -145,8 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--captures", type=int, default=CAPTURES)
     parser.add_argument("--passes", type=int, default=3, help="timed epochs per row (median kept)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cache-dir", default=None, help="where the long captures are cached")
     args = parser.parse_args(argv)
-    roots = ensure(args.captures)
+    roots = ensure(args.captures, args.cache_dir)
+    print(f"long captures: {args.captures} of {SAMPLES:,} complex64 samples, "
+          f"{WINDOW:,}-sample windows at random starts, batches of {BATCH}, "
+          f"{args.threads} thread(s); cached under {cache_dir(args.cache_dir)}", flush=True)
 
     def epochs(seed: int = 0) -> Iterator[list]:
         while True:
