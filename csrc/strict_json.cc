@@ -1,58 +1,97 @@
 #include "strict_json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "json_events.h"
 #include "reader_error.h"
 
 namespace sdsl {
+namespace {
 
 using nlohmann::json;
 
-json ParseStrictJson(const uint8_t* data, uint64_t size, const char* what) {
-  // Keys seen per open object. nlohmann keeps the last of repeated keys, so
-  // an object that ends up with fewer members than keys repeated one: no set
-  // of names is needed to tell.
-  std::vector<size_t> keys;
-  uint64_t nodes = 0;
-  auto callback = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
-    // nlohmann counts the top level as depth 0; signal_dataset counts it as 1.
-    if (depth + 1 > kMaxJsonDepth) {
-      Corrupt(std::string(what) + " nests deeper than " + std::to_string(kMaxJsonDepth));
+// Builds nlohmann's document from the parser's events, refusing what
+// signal_dataset's strict loader refuses: duplicate keys, non-finite numbers,
+// documents nested or sized past its limits.
+class StrictDocument {
+ public:
+  StrictDocument(json* root, const char* what) : dom_(*root, true), what_(what) {}
+
+  bool null() { return Value() && dom_.null(); }
+  bool boolean(bool value) { return Value() && dom_.boolean(value); }
+  bool number_integer(json::number_integer_t value) { return Value() && dom_.number_integer(value); }
+  bool number_unsigned(json::number_unsigned_t value) {
+    return Value() && dom_.number_unsigned(value);
+  }
+  bool number_float(json::number_float_t value, const std::string& text) {
+    if (!std::isfinite(value)) Corrupt(std::string(what_) + " holds a number too large for a float");
+    return Value() && dom_.number_float(value, text);
+  }
+  bool string(std::string& value) { return Value() && dom_.string(value); }
+  bool start_object(std::size_t size) {
+    Nest();
+    seen_.resize(++depth_);
+    seen_.back().clear();
+    return dom_.start_object(size);
+  }
+  bool end_object() {
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t size) {
+    Nest();
+    seen_.resize(++depth_);
+    return dom_.start_array(size);
+  }
+  bool end_array() {
+    --depth_;
+    return dom_.end_array();
+  }
+  bool key(std::string& value) {
+    Nest();
+    // Objects here are small: a linear search beats building a set per object.
+    std::vector<std::string>& seen = seen_.back();
+    if (std::find(seen.begin(), seen.end(), value) != seen.end()) {
+      Corrupt(std::string(what_) + " repeats the key \"" + value + "\"");
     }
-    switch (event) {
-      case json::parse_event_t::object_start:
-        keys.push_back(0);
-        break;
-      case json::parse_event_t::key:
-        if (!keys.empty()) ++keys.back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!keys.empty()) {
-          if (parsed.size() != keys.back()) Corrupt(std::string(what) + " repeats a key");
-          keys.pop_back();
-        }
-        break;
-      case json::parse_event_t::value:
-        if (parsed.is_number_float() && !std::isfinite(parsed.get<double>())) {
-          Corrupt(std::string(what) + " holds a number too large for a float");
-        }
-        if (++nodes > kMaxJsonNodes) {
-          Corrupt(std::string(what) + " has more than " + std::to_string(kMaxJsonNodes) + " values");
-        }
-        break;
-      default:
-        break;
+    seen.push_back(value);
+    return dom_.key(value);
+  }
+
+ private:
+  // signal_dataset counts the top level as depth 1: nothing may sit deeper
+  // than kMaxJsonDepth.
+  void Nest() const {
+    if (depth_ + 1 > kMaxJsonDepth) {
+      Corrupt(std::string(what_) + " nests deeper than " + std::to_string(kMaxJsonDepth));
+    }
+  }
+  bool Value() {
+    Nest();
+    if (++nodes_ > kMaxJsonNodes) {
+      Corrupt(std::string(what_) + " has more than " + std::to_string(kMaxJsonNodes) + " values");
     }
     return true;
-  };
-  try {
-    const char* begin = reinterpret_cast<const char*>(data);
-    return json::parse(begin, begin + size, callback);
-  } catch (const json::exception& error) {
-    Corrupt(std::string(what) + " is not valid JSON: " + error.what());
   }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  const char* what_;
+  int depth_ = 0;
+  uint64_t nodes_ = 0;
+  // Keys seen in each open object, by depth (kept allocated across objects).
+  std::vector<std::vector<std::string>> seen_;
+};
+
+}  // namespace
+
+json ParseStrictJson(const uint8_t* data, uint64_t size, const char* what) {
+  json root;
+  StrictDocument events(&root, what);
+  ParseJsonEvents(data, static_cast<size_t>(size), &events, what);
+  return root;
 }
 
 }  // namespace sdsl

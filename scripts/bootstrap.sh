@@ -22,7 +22,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 # The C++ core links these (zstd and snappy are vendored); python3-dev and
 # python3-venv let the system Python build the extension and make .venv;
 # clang and its runtime build the fuzz targets.
-APT_PACKAGES="build-essential cmake pkg-config libbrotli-dev libhighwayhash-dev nlohmann-json3-dev python3-dev python3-venv clang-14 libclang-rt-14-dev"
+APT_PACKAGES="build-essential cmake pkg-config libbrotli-dev libhighwayhash-dev nlohmann-json3-dev rapidjson-dev python3-dev python3-venv clang-14 libclang-rt-14-dev"
 missing=""
 for package in $APT_PACKAGES; do
     dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"

@@ -170,6 +170,18 @@ def header_not_json(header, data):
     return pack(b'{"tensor_000000": {"dtype": "C64", ' + b"\xff" * 16, data)
 
 
+def header_with_a_nul_after_the_object(header, data):
+    # A parser that reads NUL as the end of its input would stop here.
+    return pack(json.dumps(header, separators=(",", ":")).encode() + b"\x00 {}", data)
+
+
+def descriptor_with_a_nul_after_the_document(header, data):
+    begin, end = header["__sds_descriptor__"]["data_offsets"]
+    text = data[begin:end] + b"\x00"
+    changed = _with(header, "__sds_descriptor__", shape=[len(text)], data_offsets=[begin, begin + len(text)])
+    return pack(changed, data[:begin] + text + data[end:])
+
+
 def header_not_an_object(header, data):
     return pack(b"[1, 2, 3]", data)
 
@@ -208,6 +220,8 @@ CASES = [
     header_length_near_two_to_the_64,
     header_not_json,
     header_not_an_object,
+    header_with_a_nul_after_the_object,
+    descriptor_with_a_nul_after_the_document,
     record_shorter_than_its_length,
     descriptor_not_json,
     descriptor_missing,
