@@ -7,6 +7,20 @@
 #include "reader_error.h"
 
 namespace sdsl {
+namespace {
+
+// zstd chunks up to kOneShotZstdBytes decoded are decoded in one call into
+// scratch. The streaming decoder copies every block out of its own buffer
+// into the destination (a frame of unknown size never decodes in place),
+// which cost a fifth of a record's time; one shot writes each byte once, and
+// a record then costs one copy out of a buffer still in cache. Larger chunks
+// stream, when their frame allows it, so that memory stays bounded.
+bool StreamsZstd(const SimpleChunk& parsed) {
+  return parsed.compression == kZstd && parsed.decoded_size > kOneShotZstdBytes &&
+         ZstdFrameStreams(parsed.values, parsed.decoded_size);
+}
+
+}  // namespace
 
 void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const uint8_t** values) {
   if (parsed.decoded_size > kMaxMaterializedBytes) {
@@ -17,18 +31,17 @@ void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const 
   scratch->values.resize(static_cast<size_t>(parsed.decoded_size));
   if (parsed.compression == kNoCompression) {
     CopyFromPieces(parsed.values, 0, parsed.decoded_size, scratch->values.data());
-  } else if (parsed.compression == kZstd && ZstdFrameStreams(parsed.values, parsed.decoded_size)) {
+  } else if (StreamsZstd(parsed)) {
     ZstdStream stream(scratch->zstd, parsed.values, parsed.decoded_size, &scratch->discard);
     stream.Read(scratch->values.data(), parsed.decoded_size);
   } else {
     const uint8_t* input;
-    std::vector<uint8_t> gathered;
     if (parsed.values.spans.size() == 1) {
       input = parsed.values.spans[0].data;
     } else {
-      gathered.resize(static_cast<size_t>(parsed.values.total));
-      CopyFromPieces(parsed.values, 0, parsed.values.total, gathered.data());
-      input = gathered.data();
+      scratch->gathered.resize(static_cast<size_t>(parsed.values.total));
+      CopyFromPieces(parsed.values, 0, parsed.values.total, scratch->gathered.data());
+      input = scratch->gathered.data();
     }
     DecompressExact(parsed.compression, input, static_cast<size_t>(parsed.values.total),
                     scratch->values.data(), scratch->values.size(), "record values",
@@ -40,7 +53,7 @@ void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const 
 std::unique_ptr<ValueStream> OpenValueStream(const SimpleChunk& parsed, Pieces* decoded,
                                              WorkerScratch* scratch) {
   if (parsed.compression == kNoCompression) return std::make_unique<PiecesStream>(parsed.values);
-  if (parsed.compression == kZstd && ZstdFrameStreams(parsed.values, parsed.decoded_size)) {
+  if (StreamsZstd(parsed)) {
     return std::make_unique<ZstdStream>(scratch->zstd, parsed.values, parsed.decoded_size,
                                         &scratch->discard);
   }

@@ -22,6 +22,10 @@ constexpr uint64_t kMaxMaterializedBytes = uint64_t{2} << 30;
 void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch,
                        const uint8_t** values);
 
+// zstd chunks up to this many decoded bytes are decoded in one shot into
+// scratch; larger ones stream, so that memory stays bounded.
+constexpr uint64_t kOneShotZstdBytes = uint64_t{16} << 20;
+
 // A stream over the values of `parsed`, from their start. For codecs that
 // cannot stream, the values are materialized and `decoded` points at them.
 std::unique_ptr<ValueStream> OpenValueStream(const SimpleChunk& parsed, Pieces* decoded,

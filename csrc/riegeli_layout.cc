@@ -1,5 +1,7 @@
 #include "riegeli_layout.h"
 
+#include <algorithm>
+
 #include "byte_io.h"
 #include "reader_error.h"
 #include "riegeli_hash.h"
@@ -25,6 +27,62 @@ uint64_t RoundUpToPossibleChunkBoundary(uint64_t pos) {
              : pos;
 }
 
+bool BeginsInsideBlockHeader(uint64_t pos) {
+  const uint64_t in_block = pos % kBlockSize;
+  return in_block != 0 && in_block < kBlockHeaderSize;
+}
+
+namespace {
+
+// The first block header at or after `pos`.
+uint64_t FirstHeaderFrom(uint64_t pos) {
+  return pos % kBlockSize == 0 ? pos : pos - pos % kBlockSize + kBlockSize;
+}
+
+// The byte at physical `pos` of `window` (not inside a block header).
+const uint8_t* DataAt(const FileWindow& window, uint64_t pos) {
+  if (window.block_headers == nullptr) return window.data + (pos - window.begin);
+  const uint64_t first = FirstHeaderFrom(window.begin);
+  const uint64_t headers_before = pos <= first ? 0 : (pos - first - 1) / kBlockSize + 1;
+  return window.data + (pos - window.begin - headers_before * kBlockHeaderSize);
+}
+
+const uint8_t* BlockHeaderAt(const FileWindow& window, uint64_t header_begin) {
+  if (window.block_headers == nullptr) return window.data + (header_begin - window.begin);
+  const uint64_t first = FirstHeaderFrom(window.begin);
+  return window.block_headers + (header_begin - first) / kBlockSize * kBlockHeaderSize;
+}
+
+}  // namespace
+
+StrippedLayout LayoutWithoutBlockHeaders(uint64_t begin, uint64_t end) {
+  StrippedLayout layout;
+  for (uint64_t header = FirstHeaderFrom(begin); header < end; header += kBlockSize) {
+    layout.header_bytes += std::min(kBlockHeaderSize, end - header);
+  }
+  layout.data_bytes = end - begin - layout.header_bytes;
+  return layout;
+}
+
+void SplitAtBlockHeaders(uint64_t begin, uint64_t end, uint8_t* data, uint8_t* headers,
+                         std::vector<MutableSpan>* pieces) {
+  pieces->clear();
+  uint64_t pos = begin;
+  for (uint64_t header = FirstHeaderFrom(begin); pos < end; header += kBlockSize) {
+    const uint64_t data_end = std::min(header, end);
+    if (data_end > pos) {
+      pieces->push_back(MutableSpan{data, static_cast<size_t>(data_end - pos)});
+      data += data_end - pos;
+      pos = data_end;
+    }
+    if (pos >= end) break;
+    const uint64_t header_size = std::min(kBlockHeaderSize, end - pos);
+    pieces->push_back(MutableSpan{headers, static_cast<size_t>(header_size)});
+    headers += header_size;
+    pos += header_size;
+  }
+}
+
 void LogicalRange(const FileWindow& window, uint64_t pos, uint64_t size, bool verify,
                   const char* what, Pieces* out, uint64_t* next) {
   out->Clear();
@@ -47,7 +105,7 @@ void LogicalRange(const FileWindow& window, uint64_t pos, uint64_t size, bool ve
                 ", inside a block header");
       }
       if (verify) {
-        const uint8_t* header = window.data + (header_begin - window.begin);
+        const uint8_t* header = BlockHeaderAt(window, header_begin);
         if (RiegeliHash(header + 8, 16) != LoadLE64(header)) {
           Corrupt("block header at offset " + std::to_string(header_begin) +
                   " fails its hash check");
@@ -62,7 +120,15 @@ void LogicalRange(const FileWindow& window, uint64_t pos, uint64_t size, bool ve
       Corrupt(std::string(what) + " at offset " + std::to_string(pos) +
               " runs past the end of the shard (truncated file?)");
     }
-    out->Append(window.data + (pos - window.begin), static_cast<size_t>(take));
+    const uint8_t* bytes = DataAt(window, pos);
+    ByteSpan* last = out->spans.empty() ? nullptr : &out->spans.back();
+    if (last != nullptr && last->data + last->size == bytes) {
+      // Bytes either side of a header that was not read into the window.
+      last->size += static_cast<size_t>(take);
+      out->total += take;
+    } else {
+      out->Append(bytes, static_cast<size_t>(take));
+    }
     pos += take;
     size -= take;
   }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "byte_span.h"
 
@@ -28,8 +29,35 @@ struct FileWindow {
   const uint8_t* data = nullptr;
   uint64_t begin = 0;
   uint64_t size = 0;
+  // Set for a window read without its block headers: `data` then holds the
+  // other bytes back to back, so that chunk data interrupted by a block
+  // header is one contiguous span, and the headers (24 bytes each, in file
+  // order, from the first one at or after `begin`) lie here.
+  const uint8_t* block_headers = nullptr;
   uint64_t end() const { return begin + size; }
 };
+
+// Where the bytes of physical range [begin, end) go when it is read without
+// its block headers. `begin` must not lie inside a block header.
+struct StrippedLayout {
+  uint64_t data_bytes = 0;
+  uint64_t header_bytes = 0;  // a header cut by `end` counts only its bytes before it
+};
+StrippedLayout LayoutWithoutBlockHeaders(uint64_t begin, uint64_t end);
+
+struct MutableSpan {
+  uint8_t* data = nullptr;
+  size_t size = 0;
+};
+
+// The consecutive file pieces of [begin, end), in order, each pointing into
+// `data` (block-header-free bytes) or `headers`, sized by
+// LayoutWithoutBlockHeaders. Reading them in order fills a window whose
+// block_headers is `headers`.
+void SplitAtBlockHeaders(uint64_t begin, uint64_t end, uint8_t* data, uint8_t* headers,
+                         std::vector<MutableSpan>* pieces);
+
+bool BeginsInsideBlockHeader(uint64_t pos);
 
 // Collects `size` logical bytes starting at physical position `pos`, stepping
 // over block headers (checking each header's hash when `verify` is set).

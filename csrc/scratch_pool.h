@@ -12,6 +12,7 @@
 
 #include "fork_guard.h"
 #include "record_decoder.h"
+#include "riegeli_layout.h"
 #include "shard_source.h"
 
 namespace sdsl {
@@ -27,8 +28,11 @@ struct WorkerScratch {
   // other runs fetched with it.
   std::vector<uint8_t> window_bytes;
   std::vector<RangeRequest> requests;
+  std::vector<uint8_t> block_headers;  // of the bytes in file_bytes, read beside them
+  std::vector<MutableSpan> read_pieces;
   std::vector<uint8_t> sizes;
   std::vector<uint8_t> values;
+  std::vector<uint8_t> gathered;  // compressed values split by a block header, joined
   std::vector<uint8_t> discard;
   std::vector<uint8_t> record;
   RecordScratch record_scratch;

@@ -33,8 +33,9 @@ class StrictDocument {
   bool string(std::string& value) { return Value() && dom_.string(value); }
   bool start_object(std::size_t size) {
     Nest();
-    seen_.resize(++depth_);
-    seen_.back().clear();
+    ++depth_;
+    if (seen_.size() < static_cast<size_t>(depth_)) seen_.resize(depth_);
+    seen_[depth_ - 1].clear();
     return dom_.start_object(size);
   }
   bool end_object() {
@@ -43,7 +44,7 @@ class StrictDocument {
   }
   bool start_array(std::size_t size) {
     Nest();
-    seen_.resize(++depth_);
+    ++depth_;
     return dom_.start_array(size);
   }
   bool end_array() {
@@ -53,7 +54,7 @@ class StrictDocument {
   bool key(std::string& value) {
     Nest();
     // Objects here are small: a linear search beats building a set per object.
-    std::vector<std::string>& seen = seen_.back();
+    std::vector<std::string>& seen = seen_[depth_ - 1];
     if (std::find(seen.begin(), seen.end(), value) != seen.end()) {
       Corrupt(std::string(what_) + " repeats the key \"" + value + "\"");
     }
@@ -81,7 +82,7 @@ class StrictDocument {
   const char* what_;
   int depth_ = 0;
   uint64_t nodes_ = 0;
-  // Keys seen in each open object, by depth (kept allocated across objects).
+  // Keys seen in the open object at each depth (kept allocated across objects).
   std::vector<std::vector<std::string>> seen_;
 };
 
