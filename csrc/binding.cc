@@ -409,6 +409,35 @@ PYBIND11_MODULE(_native, m) {
       },
       py::arg("payloads"), py::arg("repeats") = 1);
   m.def(
+      "chunk_value_ranges",
+      [](const std::string& path, const std::vector<uint64_t>& records) {
+        std::vector<sdsl::ChunkValueRanges> ranges;
+        {
+          py::gil_scoped_release release;
+          ranges = sdsl::ValueRanges(path, records);
+        }
+        py::list out;
+        for (const auto& range : ranges) {
+          out.append(py::make_tuple(range.path, range.compression, range.decoded_size, range.pieces));
+        }
+        return out;
+      },
+      py::arg("path"), py::arg("records"));
+  m.def(
+      "bound_read",
+      [](const py::list& items, int repeats, bool hash, size_t batch_rows) {
+        std::vector<sdsl::ChunkValueRanges> chunks;
+        for (const py::handle& item : items) {
+          const py::tuple spec = item.cast<py::tuple>();
+          chunks.push_back(sdsl::ChunkValueRanges{
+              spec[0].cast<std::string>(), spec[1].cast<std::string>(), spec[2].cast<uint64_t>(),
+              spec[3].cast<std::vector<std::pair<uint64_t, uint64_t>>>()});
+        }
+        py::gil_scoped_release release;
+        return sdsl::BoundRead(chunks, repeats, hash, batch_rows);
+      },
+      py::arg("chunks"), py::arg("repeats") = 1, py::arg("hash") = true, py::arg("batch_rows") = 256);
+  m.def(
       "bound_memcpy",
       [](const std::vector<std::string>& buffers, int repeats) {
         py::gil_scoped_release release;

@@ -2,7 +2,9 @@
 
 #include <zstd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
 #include <cstring>
 
 #include "array_record_index.h"
@@ -10,6 +12,8 @@
 #include "reader_error.h"
 #include "record_decoder.h"
 #include "riegeli_chunk.h"
+#include "riegeli_hash.h"
+#include "riegeli_layout.h"
 #include "shard_file.h"
 #include "materialize.h"
 #include "simple_chunk.h"
@@ -105,11 +109,15 @@ std::vector<ShardProblem> VerifyShard(const std::string& path) {
   return problems;
 }
 
-std::vector<ChunkPayload> ChunkPayloads(const std::string& path,
-                                        const std::vector<uint64_t>& records) {
+namespace {
+
+// Calls visit(parsed, chunk, bytes) for the simple chunk holding each of
+// `records`, read (verified) into `bytes` from the chunk's first byte on.
+template <typename Visit>
+void ForEachRecordChunk(const std::string& path, const std::vector<uint64_t>& records,
+                        Visit visit) {
   ShardFile file(path);
   const ShardIndex index = ReadShardIndex(file);
-  std::vector<ChunkPayload> payloads;
   std::vector<uint8_t> bytes;
   Chunk chunk;
   std::vector<uint8_t> sizes;
@@ -123,6 +131,17 @@ std::vector<ChunkPayload> ChunkPayloads(const std::string& path,
     }
     SimpleChunk parsed;
     ParseSimpleChunk(chunk, kMaxMaterializedBytes, &sizes, &parsed);
+    visit(parsed, chunk, bytes);
+  }
+}
+
+}  // namespace
+
+std::vector<ChunkPayload> ChunkPayloads(const std::string& path,
+                                        const std::vector<uint64_t>& records) {
+  std::vector<ChunkPayload> payloads;
+  ForEachRecordChunk(path, records, [&](const SimpleChunk& parsed, const Chunk&,
+                                        const std::vector<uint8_t>&) {
     ChunkPayload payload;
     payload.compression = CompressionName(parsed.compression);
     payload.decoded_size = parsed.decoded_size;
@@ -130,8 +149,87 @@ std::vector<ChunkPayload> ChunkPayloads(const std::string& path,
     CopyFromPieces(parsed.values, 0, parsed.values.total,
                    reinterpret_cast<uint8_t*>(payload.bytes.data()));
     payloads.push_back(std::move(payload));
-  }
+  });
   return payloads;
+}
+
+std::vector<ChunkValueRanges> ValueRanges(const std::string& path,
+                                          const std::vector<uint64_t>& records) {
+  std::vector<ChunkValueRanges> ranges;
+  ForEachRecordChunk(path, records, [&](const SimpleChunk& parsed, const Chunk& chunk,
+                                        const std::vector<uint8_t>& bytes) {
+    ChunkValueRanges range;
+    range.path = path;
+    range.compression = CompressionName(parsed.compression);
+    range.decoded_size = parsed.decoded_size;
+    // The chunk was read from its first byte into `bytes`.
+    for (const ByteSpan& span : parsed.values.spans) {
+      range.pieces.emplace_back(chunk.begin + static_cast<uint64_t>(span.data - bytes.data()),
+                                span.size);
+    }
+    ranges.push_back(std::move(range));
+  });
+  return ranges;
+}
+
+double BoundRead(const std::vector<ChunkValueRanges>& chunks, int repeats, bool hash,
+                 size_t batch_rows) {
+  std::map<std::string, std::unique_ptr<ShardFile>> files;
+  uint64_t largest_input = 0, largest_output = 0;
+  for (const ChunkValueRanges& chunk : chunks) {
+    if (files.count(chunk.path) == 0) files[chunk.path] = std::make_unique<ShardFile>(chunk.path);
+    uint64_t input = 0;
+    for (const auto& piece : chunk.pieces) input += piece.second;
+    largest_input = std::max(largest_input, input);
+    largest_output = std::max(largest_output, chunk.decoded_size);
+  }
+  batch_rows = std::max<size_t>(batch_rows, 1);
+  std::vector<uint8_t> scratch(static_cast<size_t>(largest_input));
+  std::vector<uint8_t> rows(static_cast<size_t>(largest_output) * batch_rows);
+  std::vector<const ShardFile*> file_of;
+  std::vector<RangeRequest> requests;
+  for (const ChunkValueRanges& chunk : chunks) file_of.push_back(files[chunk.path].get());
+  uint8_t headers[kBlockHeaderSize];
+  ZSTD_DCtx* context = ZSTD_createDCtx();
+  uint64_t sink = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < repeats; ++r) {
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const ChunkValueRanges& chunk = chunks[i];
+      uint8_t* row = rows.data() + (i % batch_rows) * largest_output;
+      const bool stored = chunk.compression == "none";
+      uint8_t* input = stored ? row : scratch.data();
+      // One preadv, the block headers between pieces set aside, as the reader does.
+      requests.clear();
+      uint64_t size = 0;
+      for (size_t p = 0; p < chunk.pieces.size(); ++p) {
+        if (p > 0) {
+          const uint64_t gap_begin = chunk.pieces[p - 1].first + chunk.pieces[p - 1].second;
+          const uint64_t gap = chunk.pieces[p].first - gap_begin;
+          if (gap > sizeof(headers)) Fail(ErrorKind::kArgument, "value pieces are not a block header apart");
+          requests.push_back(RangeRequest{file_of[i]->number(), gap_begin, gap, headers});
+        }
+        requests.push_back(
+            RangeRequest{file_of[i]->number(), chunk.pieces[p].first, chunk.pieces[p].second, input + size});
+        size += chunk.pieces[p].second;
+      }
+      file_of[i]->source().Fetch(requests.data(), requests.size());
+      if (hash) sink += RiegeliHash(input, static_cast<size_t>(size));
+      if (stored) continue;
+      const size_t written = ZSTD_decompressDCtx(context, row, static_cast<size_t>(chunk.decoded_size),
+                                                 scratch.data(), static_cast<size_t>(size));
+      if (ZSTD_isError(written) || written != chunk.decoded_size) {
+        ZSTD_freeDCtx(context);
+        Corrupt("values of a " + chunk.compression + " chunk of " + chunk.path +
+                " fail to decompress; this bound times zstd and uncompressed shards only");
+      }
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ZSTD_freeDCtx(context);
+  asm volatile("" : : "r"(sink) : "memory");
+  return seconds;
 }
 
 double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sdsl {
@@ -48,6 +49,24 @@ std::vector<ChunkPayload> ChunkPayloads(const std::string& path,
 
 // Seconds to decompress every payload `repeats` times on one thread.
 double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats);
+
+// Where the values of the chunk holding each of `records` lie in the shard
+// file: their physical pieces (split by block headers), for timing reads.
+struct ChunkValueRanges {
+  std::string path;
+  std::string compression;
+  uint64_t decoded_size = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> pieces;  // (offset, size), in order
+};
+std::vector<ChunkValueRanges> ValueRanges(const std::string& path,
+                                          const std::vector<uint64_t>& records);
+
+// Seconds to read every chunk's values `repeats` times as a verifying reader
+// at its fastest would, on one thread: pread into scratch, hash, decompress
+// into a row (uncompressed: pread straight into the row, then hash it), rows
+// taken in turn from a batch of `batch_rows`. With `hash` false, no hash.
+double BoundRead(const std::vector<ChunkValueRanges>& chunks, int repeats, bool hash,
+                 size_t batch_rows);
 
 // Seconds to memcpy every buffer `repeats` times into one scratch buffer.
 double BoundMemcpy(const std::vector<std::string>& buffers, int repeats);

@@ -42,6 +42,8 @@ def normalize(indices: Iterable[int] | np.ndarray, length: int) -> np.ndarray:
     if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
         raise IndexError(f"index {int(array.max())} is out of range for {length} records")
     ordinals = array.astype(np.int64, copy=True)
+    if ordinals.size and 0 <= ordinals.min() and ordinals.max() < length:
+        return ordinals  # the usual batch: two reductions instead of three masks
     negative = ordinals < 0
     ordinals[negative] += length
     bad = (ordinals < 0) | (ordinals >= length)

@@ -160,6 +160,54 @@ class _Memcpy(_Bound):
             reader.close()
 
 
+class _Read(_Bound):
+    """Reads each chunk's values as a reader at its fastest would, natively on one
+    core: one preadv (straight into the row when stored uncompressed), the hash
+    when `hash`, zstd one-shot into the row. What verification and the read
+    itself leave of the decompression or memcpy bound, measured in the same run."""
+
+    def __init__(self, plan: Plan, *, hash: bool) -> None:
+        if plan.compression is not None and plan.compression not in ("zstd", "none"):
+            raise Skip("skipped: timed for zstd and uncompressed shards only")
+        reason = native_tools.unavailable_reason("chunk_value_ranges", "bound_read", short=True)
+        if reason:
+            raise Skip(f"skipped: {reason}")
+        super().__init__(plan)
+        self.hash = hash
+        self.compression = plan.compression
+        self.batch_rows = max((batch.size for batch in plan.batches), default=1)
+        self.ranges = native_tools.function("chunk_value_ranges")
+        self.read = native_tools.function("bound_read")
+
+    def gather(self, batch: np.ndarray) -> list:
+        # A chunk is read once per batch however many of its records it holds.
+        unique: dict[tuple[str, int], tuple] = {}
+        for path, records in self._groups(batch):
+            for item in self.ranges(path, records):
+                unique.setdefault((item[0], item[3][0][0] if item[3] else -1), item)
+        return list(unique.values())
+
+    def size_of(self, item: tuple) -> int:
+        return int(item[2])
+
+    def time_call(self, items: list, repeats: int) -> float:
+        return float(self.read(items, repeats, self.hash, self.batch_rows))
+
+    def note(self) -> str:
+        hashed = " + HighwayHash" if self.hash else ""
+        if self.compression == "none":
+            return f"one core, preadv into the row{hashed}"
+        return f"one core, preadv{hashed} + zstd one-shot into the row"
+
+
+def verified_read(plan: Plan) -> Runner:
+    return _Read(plan, hash=True)
+
+
+def unverified_read(plan: Plan) -> Runner:
+    return _Read(plan, hash=False)
+
+
 def decompress(plan: Plan) -> Runner:
     return _Decompress(plan)
 

@@ -203,11 +203,13 @@ def array_record_read(plan: Plan) -> Runner:
 
 
 class _BatchReader(Runner):
-    def __init__(self, plan: Plan, threads: int) -> None:
+    def __init__(self, plan: Plan, threads: int, verify_checksums: bool) -> None:
         from sds_loader import BatchReader
 
         targets = (plan.target,) if plan.target is not None else ()
-        self.reader = BatchReader(plan.uri, fields=[plan.inputs], targets=targets, threads=threads)
+        self.reader = BatchReader(
+            plan.uri, fields=[plan.inputs], targets=targets, threads=threads, verify_checksums=verify_checksums
+        )
 
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
         for batch in batches:
@@ -224,9 +226,9 @@ class _BatchReader(Runner):
         return ""
 
 
-def batch_reader(threads: int):
+def batch_reader(threads: int, *, verify_checksums: bool = True):
     def open_runner(plan: Plan) -> Runner:
-        return _BatchReader(plan, threads)
+        return _BatchReader(plan, threads, verify_checksums)
 
     return open_runner
 

@@ -74,6 +74,8 @@ def method_table(threads: int) -> list[tuple[str, str, Callable[[Plan], Runner]]
         ("sds_getitems", "SDS Dataset.__getitems__ + default_collate", methods.sds_getitems),
         ("array_record_read", "array_record read(indices)", methods.array_record_read),
         ("batchreader_1", "BatchReader.read, 1 thread", methods.batch_reader(1)),
+        ("batchreader_1_unverified", "BatchReader.read, 1 thread, checksums off",
+         methods.batch_reader(1, verify_checksums=False)),
         ("batchreader_all", f"BatchReader.read, {threads} thread{'s' * (threads != 1)}", methods.batch_reader(threads)),
     ]
     rows += small_batches.method_rows()
@@ -89,6 +91,8 @@ def method_table(threads: int) -> list[tuple[str, str, Callable[[Plan], Runner]]
     rows += [
         ("bound_decompress", "bound: decompression alone", bounds.decompress),
         ("bound_memcpy", "bound: memcpy of the records", bounds.memcpy),
+        ("bound_read", "ceiling: pread + hash (+ decompress) into rows", bounds.verified_read),
+        ("bound_read_unverified", "ceiling: pread (+ decompress) into rows", bounds.unverified_read),
     ]
     return rows
 
