@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "descriptor_rules.h"
+#include "json_events.h"
 #include "strict_json.h"
 
 namespace sdsl {
@@ -115,12 +116,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   // Returns false when the document check must decide (see the header).
   bool Parse(const uint8_t* text, uint64_t size, Descriptor* out) {
     Reset(out);
-    const char* begin = reinterpret_cast<const char*>(text);
-    try {
-      if (!json::sax_parse(begin, begin + size, this)) return false;
-    } catch (const json::exception& error) {
-      Corrupt(std::string("record descriptor is not valid JSON: ") + error.what());
-    }
+    // RapidJSON's reader, as for every record's JSON (json_events.h).
+    if (!ParseJsonEvents(text, static_cast<size_t>(size), this, "record descriptor")) return false;
     Finish();
     return true;
   }

@@ -69,9 +69,10 @@ class Forward {
 }  // namespace json_events_detail
 
 // Throws a corrupt error naming `what` when `text` is not one JSON document
-// (whitespace around it allowed) or when a handler returns false.
+// (whitespace around it allowed). Returns false when a handler returned
+// false, which stops the parse.
 template <typename Events>
-void ParseJsonEvents(const uint8_t* text, size_t size, Events* events, const char* what) {
+bool ParseJsonEvents(const uint8_t* text, size_t size, Events* events, const char* what) {
   constexpr unsigned kFlags = rapidjson::kParseValidateEncodingFlag |
                               rapidjson::kParseFullPrecisionFlag |
                               rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag;
@@ -79,6 +80,7 @@ void ParseJsonEvents(const uint8_t* text, size_t size, Events* events, const cha
   json_events_detail::Forward<Events> forward(events);
   rapidjson::Reader reader;
   const rapidjson::ParseResult result = reader.Parse<kFlags>(memory, forward);
+  if (result.Code() == rapidjson::kParseErrorTermination) return false;
   if (result.IsError()) {
     Corrupt(std::string(what) + " is not valid JSON: " +
             rapidjson::GetParseError_En(result.Code()) + " at byte " +
@@ -93,6 +95,7 @@ void ParseJsonEvents(const uint8_t* text, size_t size, Events* events, const cha
               std::to_string(at));
     }
   }
+  return true;
 }
 
 }  // namespace sdsl
