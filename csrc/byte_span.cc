@@ -36,7 +36,8 @@ bool SliceOfPieces(const Pieces& pieces, uint64_t offset, uint64_t size, Pieces*
 
 bool CopyFromPieces(const Pieces& pieces, uint64_t offset, uint64_t size, uint8_t* dst) {
   return VisitRange(pieces, offset, size, [&dst](const uint8_t* data, size_t n) {
-    std::memcpy(dst, data, n);
+    // A piece that was read straight into its destination is already there.
+    if (data != dst) std::memcpy(dst, data, n);
     dst += n;
   });
 }

@@ -41,7 +41,7 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, ShardSourc
   std::vector<bool> fetched(slice.last - slice.first, true);
   uint64_t total = 0;
   for (size_t r = slice.first; r < slice.last; ++r) {
-    fetched[r - slice.first] = !work.reads_itself || !work.reads_itself(runs[r]);
+    fetched[r - slice.first] = !work.reads_itself || !work.reads_itself(runs[r], *scratch);
     if (fetched[r - slice.first]) total += RunBytes(runs[r]);
   }
   scratch->file_bytes.resize(static_cast<size_t>(total));

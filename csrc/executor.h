@@ -23,8 +23,9 @@ struct RunWork {
   // Throws `error`, met while fetching `run`, with the run's context.
   std::function<void(const Run& run, const ReaderError& error)> fetch_failed;
   // Optional: true for a run that fetches only the bytes it needs (a window
-  // of a large record); it is not fetched whole and decode gets null bytes.
-  std::function<bool(const Run& run)> reads_itself;
+  // of a large record, tensors read straight into rows); it is not fetched
+  // whole and decode gets null bytes.
+  std::function<bool(const Run& run, const WorkerScratch& scratch)> reads_itself;
 };
 
 // Calls work.decode once for each run, on up to `threads` threads (the

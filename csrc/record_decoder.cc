@@ -17,6 +17,23 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
   return text + ")";
 }
 
+// Parses `header` into scratch->parsed unless it is the header parsed last.
+void ParseHeaderOnce(const uint8_t* header, uint64_t header_size, uint64_t data_size,
+                     RecordScratch* scratch) {
+  if (scratch->parsed_valid && scratch->parsed_data_size == data_size &&
+      scratch->parsed_from.size() == header_size &&
+      std::memcmp(scratch->parsed_from.data(), header, static_cast<size_t>(header_size)) == 0) {
+    return;
+  }
+  // A parse that throws leaves `parsed` half filled: mark it unusable first,
+  // so that no later record (this scratch is pooled) matches it.
+  scratch->parsed_valid = false;
+  ParseSafeTensorsHeader(header, header_size, data_size, &scratch->parsed);
+  scratch->parsed_from.assign(header, header + header_size);
+  scratch->parsed_data_size = data_size;
+  scratch->parsed_valid = true;
+}
+
 // Reads the 8-byte length and the header it announces; returns the size of
 // the tensor data that follows.
 uint64_t ReadHeader(ValueStream& stream, uint64_t record_size, RecordScratch* scratch) {
@@ -31,16 +48,7 @@ uint64_t ReadHeader(ValueStream& stream, uint64_t record_size, RecordScratch* sc
   scratch->header.resize(static_cast<size_t>(header_size));
   stream.Read(scratch->header.data(), header_size);
   const uint64_t data_size = record_size - 8 - header_size;
-  if (!scratch->parsed_valid || scratch->parsed_data_size != data_size ||
-      scratch->parsed_from != scratch->header) {
-    // A parse that throws leaves `parsed` half filled: mark it unusable first,
-    // so that no later record (this scratch is pooled) matches it.
-    scratch->parsed_valid = false;
-    ParseSafeTensorsHeader(scratch->header.data(), header_size, data_size, &scratch->parsed);
-    scratch->parsed_from = scratch->header;
-    scratch->parsed_data_size = data_size;
-    scratch->parsed_valid = true;
-  }
+  ParseHeaderOnce(scratch->header.data(), header_size, data_size, scratch);
   const TensorEntry* descriptor = scratch->parsed.Find(kDescriptorTensor);
   if (descriptor == nullptr || descriptor->dtype != "U8" || descriptor->shape.size() != 1) {
     Corrupt("record lacks a one-dimensional U8 descriptor tensor");
@@ -131,6 +139,24 @@ uint64_t DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayo
     }
   }
   return record_size;
+}
+
+const SafeTensorsHeader* PeekRecordHeader(const uint8_t* bytes, uint64_t available,
+                                          uint64_t record_size, RecordScratch* scratch,
+                                          uint64_t* data_begin) {
+  if (record_size < 8 || available < 8) return nullptr;
+  const uint64_t header_size = LoadLE64(bytes);
+  if (header_size > record_size - 8 || header_size > kMaxHeaderBytes ||
+      header_size > available - 8) {
+    return nullptr;
+  }
+  try {
+    ParseHeaderOnce(bytes + 8, header_size, record_size - 8 - header_size, scratch);
+  } catch (const ReaderError&) {
+    return nullptr;  // DecodeRecord meets the same header and reports it
+  }
+  *data_begin = 8 + header_size;
+  return &scratch->parsed;
 }
 
 ByteSpan DescribeRecord(const uint8_t* record, uint64_t size, RecordScratch* scratch) {

@@ -71,6 +71,16 @@ uint64_t DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayo
                       const std::vector<std::string>& keys, bool hinted, size_t row,
                       RecordScratch* scratch, bool stop_after_fields = false);
 
+// The SafeTensors header of a record whose first `available` bytes are at
+// `bytes`, parsed through the cache DecodeRecord uses, so that decoding the
+// record next does not parse it again; *data_begin is where its tensor data
+// begins in the record. nullptr when the header does not fit in `available`
+// or fails to parse (DecodeRecord then reports why). Nothing is verified yet:
+// this only says where the record's tensors should lie.
+const SafeTensorsHeader* PeekRecordHeader(const uint8_t* bytes, uint64_t available,
+                                          uint64_t record_size, RecordScratch* scratch,
+                                          uint64_t* data_begin);
+
 // Reads a whole in-memory record's header and descriptor. Returns where the
 // descriptor's bytes lie in `record`.
 ByteSpan DescribeRecord(const uint8_t* record, uint64_t size, RecordScratch* scratch);

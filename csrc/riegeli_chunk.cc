@@ -31,25 +31,6 @@ ChunkHeader ParseHeader(const FileWindow& window, uint64_t begin, uint64_t* data
   return header;
 }
 
-// Every block header inside a chunk says how far back the chunk began and
-// how far on it ends; Riegeli's reader checks both, and so does this one.
-void CheckBlockHeaders(const FileWindow& window, uint64_t begin, uint64_t end) {
-  for (uint64_t block = (begin + kBlockSize - 1) / kBlockSize * kBlockSize; block < end;
-       block += kBlockSize) {
-    if (block < window.begin || block + kBlockHeaderSize > window.end()) {
-      Corrupt(At(begin) + " runs past the end of the shard (truncated file?)");
-    }
-    const uint8_t* header = window.data + (block - window.begin);
-    const uint64_t previous = LoadLE64(header + 8), next = LoadLE64(header + 16);
-    if (previous != block - begin || next != end - block) {
-      Corrupt("block header at offset " + std::to_string(block) + " places its chunk at [" +
-              std::to_string(block - std::min(previous, block)) + ", " +
-              std::to_string(block + std::min(next, UINT64_MAX - block)) + "), not the " + At(begin) +
-              " ending at " + std::to_string(end));
-    }
-  }
-}
-
 }  // namespace
 
 ChunkHeader ReadChunkHeader(const FileWindow& window, uint64_t begin) {
@@ -59,7 +40,37 @@ ChunkHeader ReadChunkHeader(const FileWindow& window, uint64_t begin) {
 
 void ReadChunk(const FileWindow& window, uint64_t begin, uint64_t limit, bool verify_data,
                Chunk* chunk) {
+  const uint64_t data_begin = ReadChunkFrame(window, begin, limit, chunk);
+  CheckBlockHeaders(begin, chunk->end, [&window](uint64_t block) -> const uint8_t* {
+    if (block < window.begin || block + kBlockHeaderSize > window.end()) return nullptr;
+    return BlockHeaderAt(window, block);
+  });
+  uint64_t next;
+  LogicalRange(window, data_begin, chunk->header.data_size, verify_data, "chunk data",
+               &chunk->data, &next);
+  if (verify_data) CheckChunkDataHash(*chunk);
+}
+
+void CheckChunkDataHash(const Chunk& chunk) {
+  if (RiegeliHash(chunk.data) != chunk.header.data_hash) {
+    Corrupt(At(chunk.begin) + " has data that fails its hash check");
+  }
+}
+
+void CheckBlockHeader(uint64_t begin, uint64_t end, uint64_t block, const uint8_t* header) {
+  if (header == nullptr) Corrupt(At(begin) + " runs past the end of the shard (truncated file?)");
+  const uint64_t previous = LoadLE64(header + 8), next = LoadLE64(header + 16);
+  if (previous != block - begin || next != end - block) {
+    Corrupt("block header at offset " + std::to_string(block) + " places its chunk at [" +
+            std::to_string(block - std::min(previous, block)) + ", " +
+            std::to_string(block + std::min(next, UINT64_MAX - block)) + "), not the " + At(begin) +
+            " ending at " + std::to_string(end));
+  }
+}
+
+uint64_t ReadChunkFrame(const FileWindow& window, uint64_t begin, uint64_t limit, Chunk* chunk) {
   chunk->begin = begin;
+  chunk->data.Clear();
   uint64_t data_begin;
   chunk->header = ParseHeader(window, begin, &data_begin);
   const ChunkHeader& header = chunk->header;
@@ -80,13 +91,7 @@ void ReadChunk(const FileWindow& window, uint64_t begin, uint64_t limit, bool ve
     Corrupt(At(begin) + " declares " + std::to_string(header.num_records) +
             " records, more than fit before offset " + std::to_string(limit));
   }
-  CheckBlockHeaders(window, begin, chunk->end);
-  uint64_t next;
-  LogicalRange(window, data_begin, header.data_size, verify_data, "chunk data",
-               &chunk->data, &next);
-  if (verify_data && RiegeliHash(chunk->data) != header.data_hash) {
-    Corrupt(At(begin) + " has data that fails its hash check");
-  }
+  return data_begin;
 }
 
 }  // namespace sdsl

@@ -40,6 +40,25 @@ struct Chunk {
 void ReadChunk(const FileWindow& window, uint64_t begin, uint64_t limit, bool verify_data,
                Chunk* chunk);
 
+// The checks of ReadChunk that need only the chunk header: fills `chunk`
+// but its data, and returns where the data begins. For a reader that places
+// the data itself, then checks it with CheckChunkDataHash.
+uint64_t ReadChunkFrame(const FileWindow& window, uint64_t begin, uint64_t limit, Chunk* chunk);
+void CheckChunkDataHash(const Chunk& chunk);
+
+// Every block header inside a chunk says how far back the chunk began and
+// how far on it ends; Riegeli's reader checks both, and so does this one.
+// `header_at(block)` gives the 24 bytes of the block header at `block`, or
+// nullptr when the bytes read do not hold it.
+void CheckBlockHeader(uint64_t begin, uint64_t end, uint64_t block, const uint8_t* header);
+template <typename HeaderAt>
+void CheckBlockHeaders(uint64_t begin, uint64_t end, HeaderAt header_at) {
+  for (uint64_t block = (begin + kBlockSize - 1) / kBlockSize * kBlockSize; block < end;
+       block += kBlockSize) {
+    CheckBlockHeader(begin, end, block, header_at(block));
+  }
+}
+
 // Reads only the 40-byte header of the chunk at `begin` (checked).
 ChunkHeader ReadChunkHeader(const FileWindow& window, uint64_t begin);
 

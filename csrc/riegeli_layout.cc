@@ -47,13 +47,24 @@ const uint8_t* DataAt(const FileWindow& window, uint64_t pos) {
   return window.data + (pos - window.begin - headers_before * kBlockHeaderSize);
 }
 
+}  // namespace
+
 const uint8_t* BlockHeaderAt(const FileWindow& window, uint64_t header_begin) {
   if (window.block_headers == nullptr) return window.data + (header_begin - window.begin);
   const uint64_t first = FirstHeaderFrom(window.begin);
   return window.block_headers + (header_begin - first) / kBlockSize * kBlockHeaderSize;
 }
 
-}  // namespace
+uint64_t PhysicalEnd(uint64_t pos, uint64_t size) {
+  while (size > 0) {
+    const uint64_t in_block = pos % kBlockSize;
+    if (in_block < kBlockHeaderSize) pos += kBlockHeaderSize - in_block;
+    const uint64_t take = std::min(size, kBlockSize - pos % kBlockSize);
+    pos += take;
+    size -= take;
+  }
+  return pos;
+}
 
 StrippedLayout LayoutWithoutBlockHeaders(uint64_t begin, uint64_t end) {
   StrippedLayout layout;

@@ -59,6 +59,13 @@ void SplitAtBlockHeaders(uint64_t begin, uint64_t end, uint8_t* data, uint8_t* h
 
 bool BeginsInsideBlockHeader(uint64_t pos);
 
+// The 24 bytes of the block header at `header_begin`, inside `window`.
+const uint8_t* BlockHeaderAt(const FileWindow& window, uint64_t header_begin);
+
+// The physical position after `size` logical bytes read from `pos`, as
+// LogicalRange steps: a block header is stepped over only before a byte.
+uint64_t PhysicalEnd(uint64_t pos, uint64_t size);
+
 // Collects `size` logical bytes starting at physical position `pos`, stepping
 // over block headers (checking each header's hash when `verify` is set).
 // Sets *next to the physical position after the last byte. Throws a corrupt

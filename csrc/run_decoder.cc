@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "chunk_reads.h"
 #include "codecs.h"
 #include "materialize.h"
 #include "reader_error.h"
@@ -105,6 +106,8 @@ void DecodeWholeChunk(const Chunk& chunk, const ShardIndex& index, const WantedC
   SimpleChunk parsed;
   Pieces decoded;
   ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
+  scratch->straight_to_rows =
+      parsed.compression == kNoCompression && parsed.decoded_size >= kStraightMinBytes;
   const ChunkRecords records{parsed.offsets, parsed.sizes,
                              [&] { return OpenValueStream(parsed, &decoded, scratch); },
                              // A window from a zstd chunk need not decompress past its end.
@@ -114,6 +117,8 @@ void DecodeWholeChunk(const Chunk& chunk, const ShardIndex& index, const WantedC
 }
 
 }  // namespace
+
+bool DecodesUnfetched(const WorkerScratch& scratch) { return scratch.straight_to_rows; }
 
 void DecodeRun(const Run& run, const uint8_t* bytes, const BatchLayout& layout,
                const int64_t* ordinals, bool verify, uint8_t* needs_fallback,
@@ -125,9 +130,20 @@ void DecodeRun(const Run& run, const uint8_t* bytes, const BatchLayout& layout,
     std::vector<std::string> keys;
     for (const FieldSlot& slot : layout.fields) keys.push_back(slot.key_hint);
     Chunk chunk;
-    if (bytes == nullptr) {  // a run of windows: each chunk reads only what it needs
+    if (bytes == nullptr) {
+      // A run of windows: each chunk reads only what it needs. Any other
+      // unfetched run: each chunk's tensors are read straight into rows.
+      const bool windows = ReadsWindowsOnly(run, layout, verify);
       for (const WantedChunk& wanted : run.chunks) {
         current = &wanted.records.front();
+        if (!windows) {
+          ReadChunkIntoRows(*shard.file, index.chunk_offsets[wanted.chunk],
+                            index.ChunkLimit(wanted.chunk), verify, wanted, layout, keys, scratch,
+                            &chunk);
+          if (verify) shard.verified.Mark(wanted.chunk);
+          DecodeWholeChunk(chunk, index, wanted, layout, &keys, needs_fallback, scratch, &current);
+          continue;
+        }
         if (DecodeChunkWindows(shard, wanted, layout, &keys, scratch, &current)) continue;
         // Not an uncompressed simple chunk after all: read it whole.
         const bool check = verify && !shard.verified.Has(wanted.chunk);

@@ -37,7 +37,14 @@ void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,
 // needs_fallback[row] = 1 and are left untouched. Errors name the shard and
 // the ordinal of the record being decoded.
 // `bytes` holds the run's bytes, from run.begin to run.end, or is null for
-// a run that ReadsWindowsOnly: its chunks then read only what they need.
+// a run that ReadsWindowsOnly (its chunks then read only what they need) or
+// that DecodesUnfetched (its chunks' tensors are read straight into rows).
+// Whether DecodeRun would rather fetch a run's chunks itself: after an
+// uncompressed chunk of large records, it reads each chunk's tensors straight
+// into their rows (ReadChunkIntoRows), which saves copying them out of a
+// fetched buffer.
+bool DecodesUnfetched(const WorkerScratch& scratch);
+
 void DecodeRun(const Run& run, const uint8_t* bytes, const BatchLayout& layout,
                const int64_t* ordinals, bool verify, uint8_t* needs_fallback,
                WorkerScratch* scratch);

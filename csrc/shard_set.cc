@@ -29,7 +29,12 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
   work.decode = [&](const Run& run, const uint8_t* bytes, WorkerScratch* scratch) {
     DecodeRun(run, bytes, layout, ordinals, verify_, needs_fallback, scratch);
   };
-  work.reads_itself = [&](const Run& run) { return ReadsWindowsOnly(run, layout, verify_); };
+  // Reading a chunk straight into rows takes two reads of it: cheap from
+  // local files, a second round trip from anywhere else.
+  const bool local = dynamic_cast<const LocalSource*>(source_.get()) != nullptr;
+  work.reads_itself = [&, local](const Run& run, const WorkerScratch& scratch) {
+    return ReadsWindowsOnly(run, layout, verify_) || (local && DecodesUnfetched(scratch));
+  };
   work.fetch_failed = [&](const Run& run, const ReaderError& error) {
     RethrowForRecord(run, run.chunks.front().records.front(), ordinals, error);
   };

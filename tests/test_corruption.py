@@ -279,6 +279,17 @@ def test_reached_records_raise_with_known_fields(damaged):
         assert_corrupt(lambda: reader.read([intact, ordinal, intact]), damaged.shard)
 
 
+def test_reached_records_raise_right_after_intact_ones(damaged):
+    """One thread that has just read an intact record reads the next chunk the
+    way it read that one (uncompressed: straight into the rows, in two reads);
+    the damage is caught all the same."""
+    reader = sds_loader.BatchReader(damaged.root, fields=FIELDS, threads=1)
+    for intact in (damaged.elsewhere[0], *damaged.spared[:1]):
+        for ordinal in damaged.reached:
+            reader.read([intact])
+            assert_corrupt(lambda: reader.read([ordinal]), damaged.shard)
+
+
 def test_a_batch_meeting_damage_raises_as_a_whole(damaged):
     reader = sds_loader.BatchReader(damaged.root, threads=3)
     batch = damaged.elsewhere[:2] + damaged.spared + damaged.reached + damaged.elsewhere[2:]

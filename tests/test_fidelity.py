@@ -514,6 +514,46 @@ def test_common_field_of_records_with_different_field_sets(shifting_dataset, ind
     assert_batch(shifting_dataset, reader.read(indices), indices, ("b",))
 
 
+# -- uncompressed tensors read straight into their rows ------------------------
+
+STRAIGHT_VALUES = 12_000  # float32: 48 KB a field, large enough to be read into rows
+
+
+def straight(ordinal: int) -> sds.Record:
+    """Large fields whose tensor keys change between even and odd records: `b`
+    is tensor_000001 beside `a`, tensor_000000 beside `z`, same dtype and shape."""
+    rng = np.random.default_rng(6000 + ordinal)
+    b = field(rng.standard_normal(STRAIGHT_VALUES).astype(np.float32))
+    other = field(rng.standard_normal(STRAIGHT_VALUES).astype(np.float32))
+    fields = {"a": other, "b": b} if ordinal % 2 == 0 else {"b": b, "z": other}
+    return sds.Record(id=f"straight-{ordinal}", fields=fields, metadata={"label": ordinal})
+
+
+@pytest.fixture(
+    scope="module",
+    params=["group_size:1,uncompressed", "group_size:3,uncompressed"],
+    ids=["group1", "group3"],
+)
+def straight_dataset(request, tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("straight")
+    write_dataset(root, 9, straight, records_per_shard=5, writer_options=request.param)
+    return os.fspath(root)
+
+
+@pytest.mark.parametrize("verify", [True, False], ids=["verified", "unverified"])
+def test_uncompressed_tensors_read_straight_into_rows(straight_dataset, verify):
+    """After a large uncompressed chunk, one thread reads the next chunks'
+    tensors straight into their rows: keys that change from record to record,
+    repeats and chunks of several records still read as signal_dataset reads them."""
+    reader = sds_loader.BatchReader(
+        straight_dataset, fields=("b",), targets=("label",), threads=1, verify_checksums=verify
+    )
+    for indices in ([0, 1, 2, 3], [8, 3, 3, 0, 5, 6, 1], list(range(9))[::-1], [4, 4, 2], [7]):
+        assert_batch(straight_dataset, reader.read(indices), indices, ("b",), ("label",))
+    both = sds_loader.BatchReader(straight_dataset, threads=1, verify_checksums=verify)
+    assert_batch(straight_dataset, both.read([0, 2, 4]), [0, 2, 4], ("a", "b"))
+
+
 # -- a block header interrupting a chunk header --------------------------------
 
 SPLIT_RECORD_BASE = 65_000
