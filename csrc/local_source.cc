@@ -113,7 +113,7 @@ struct LocalSource::OpenFile {
 };
 
 LocalSource::LocalSource(std::vector<std::string> paths, size_t max_open_files)
-    : paths_(std::move(paths)), max_open_(std::max<size_t>(1, max_open_files)) {
+    : paths_(std::move(paths)), open_(max_open_files) {
   StartGuarding();
 }
 
@@ -121,31 +121,11 @@ std::shared_ptr<const LocalSource::OpenFile> LocalSource::Open(size_t file) {
   if (file >= paths_.size()) {
     Fail(ErrorKind::kArgument, "shard number " + std::to_string(file) + " is out of range");
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const auto found = open_.find(file);
-    if (found != open_.end()) {
-      recency_.splice(recency_.begin(), recency_, found->second.second);
-      return found->second.first;
-    }
-  }
+  if (auto found = open_.Find(file)) return found;
   // Opened outside the lock: a slow open (a cold directory, a network mount)
-  // must not stall reads of shards that are already open.
-  auto opened = std::make_shared<const OpenFile>(paths_[file]);
-  std::lock_guard<std::mutex> lock(mutex_);
-  const auto found = open_.find(file);
-  if (found != open_.end()) {  // another thread opened it meanwhile: keep one
-    recency_.splice(recency_.begin(), recency_, found->second.second);
-    return found->second.first;
-  }
-  recency_.push_front(file);
-  open_.emplace(file, std::make_pair(opened, recency_.begin()));
-  while (open_.size() > max_open_) {
-    // A read still holding an evicted file keeps it open until it finishes.
-    open_.erase(recency_.back());
-    recency_.pop_back();
-  }
-  return opened;
+  // must not stall reads of shards that are already open. Another thread may
+  // have opened it meanwhile: one descriptor is kept.
+  return open_.Keep(file, std::make_shared<const OpenFile>(paths_[file]));
 }
 
 uint64_t LocalSource::Size(size_t file) { return Open(file)->size; }

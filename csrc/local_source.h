@@ -7,15 +7,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "fork_guard.h"
+#include "recent_map.h"
 #include "shard_source.h"
 #include "worker_pool.h"
 
@@ -41,20 +39,16 @@ class LocalSource : public ShardSource, public ForkGuarded {
 
   // Cached entries stay valid in a forked child (descriptors are inherited
   // and pread keeps no file position); only the lock must be free.
-  void LockForFork() override { mutex_.lock(); }
-  void UnlockInParent() override { mutex_.unlock(); }
-  void ResetInChild() override { mutex_.unlock(); }
+  void LockForFork() override { open_.Lock(); }
+  void UnlockInParent() override { open_.Unlock(); }
+  void ResetInChild() override { open_.Unlock(); }
 
  private:
   struct OpenFile;
   std::shared_ptr<const OpenFile> Open(size_t file);
 
   const std::vector<std::string> paths_;
-  const size_t max_open_;
-  std::mutex mutex_;  // never held across a system call
-  std::list<size_t> recency_;  // most recent first
-  std::unordered_map<size_t, std::pair<std::shared_ptr<const OpenFile>, std::list<size_t>::iterator>>
-      open_;
+  RecentMap<OpenFile> open_;
   WorkerPool io_;  // started on the first cold batch
 };
 

@@ -4,14 +4,11 @@
 #define SDS_LOADER_SHARD_CACHE_H_
 
 #include <cstddef>
-#include <list>
 #include <memory>
-#include <mutex>
-#include <unordered_map>
-#include <utility>
 
 #include "batch_plan.h"
 #include "fork_guard.h"
+#include "recent_map.h"
 #include "shard_source.h"
 
 namespace sdsl {
@@ -31,17 +28,13 @@ class ShardCache : public ForkGuarded {
 
   // Cached entries stay valid in a forked child (descriptors are inherited
   // and pread keeps no file position); only the lock must be free.
-  void LockForFork() override { mutex_.lock(); }
-  void UnlockInParent() override { mutex_.unlock(); }
-  void ResetInChild() override { mutex_.unlock(); }
+  void LockForFork() override { open_.Lock(); }
+  void UnlockInParent() override { open_.Unlock(); }
+  void ResetInChild() override { open_.Unlock(); }
 
  private:
   ShardSource& source_;
-  const size_t max_open_;
-  std::mutex mutex_;  // never held while a footer is read
-  std::list<size_t> recency_;  // most recent first
-  std::unordered_map<size_t, std::pair<std::shared_ptr<const OpenShard>, std::list<size_t>::iterator>>
-      open_;
+  RecentMap<OpenShard> open_;  // its lock is never held while a footer is read
 };
 
 }  // namespace sdsl

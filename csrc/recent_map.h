@@ -1,0 +1,67 @@
+// A map from shard number to a shared value that keeps at most `capacity`
+// entries, forgetting the least recently used. Values are made by the caller
+// outside the lock (opening a file or reading a footer may be slow, and a
+// fork meanwhile must not find the lock held); when two threads make one at
+// once, the first kept wins. An evicted value lives on with whoever still
+// holds it.
+#ifndef SDS_LOADER_RECENT_MAP_H_
+#define SDS_LOADER_RECENT_MAP_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+namespace sdsl {
+
+template <typename Value>
+class RecentMap {
+ public:
+  explicit RecentMap(size_t capacity) : capacity_(std::max<size_t>(1, capacity)) {}
+
+  // The value kept for `key`, or null; a hit becomes the most recent.
+  std::shared_ptr<const Value> Find(size_t key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return FindLocked(key);
+  }
+
+  // Keeps `made` for `key` unless another thread kept one first; returns the
+  // value kept.
+  std::shared_ptr<const Value> Keep(size_t key, std::shared_ptr<const Value> made) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto found = FindLocked(key)) return found;
+    recency_.push_front(key);
+    entries_.emplace(key, std::make_pair(made, recency_.begin()));
+    while (entries_.size() > capacity_) {
+      entries_.erase(recency_.back());
+      recency_.pop_back();
+    }
+    return made;
+  }
+
+  // For fork handlers: the entries stay valid in a child, only the lock
+  // must be free.
+  void Lock() { mutex_.lock(); }
+  void Unlock() { mutex_.unlock(); }
+
+ private:
+  std::shared_ptr<const Value> FindLocked(size_t key) {
+    const auto found = entries_.find(key);
+    if (found == entries_.end()) return nullptr;
+    recency_.splice(recency_.begin(), recency_, found->second.second);
+    return found->second.first;
+  }
+
+  const size_t capacity_;
+  std::mutex mutex_;  // never held across a system call
+  std::list<size_t> recency_;  // most recent first
+  std::unordered_map<size_t, std::pair<std::shared_ptr<const Value>, std::list<size_t>::iterator>>
+      entries_;
+};
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_RECENT_MAP_H_
