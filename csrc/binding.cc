@@ -307,7 +307,11 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("worker_threads", &sdsl::ShardSet::worker_threads,
                              "Decode threads this reader has started in this process.")
       .def_property_readonly("kept_scratch_bytes", &sdsl::ShardSet::kept_scratch_bytes,
-                             "Bytes of buffers idle scratch keeps between reads.");
+                             "Bytes of buffers idle scratch keeps between reads.")
+      .def_property("work_per_helper", &sdsl::ShardSet::work_per_helper,
+                    &sdsl::ShardSet::set_work_per_helper,
+                    "Work (uncompressed bytes; compressed count 4x) a warm batch needs for each "
+                    "helper thread it wakes; 0 wakes every helper `threads` allows.");
 
 
   m.def(

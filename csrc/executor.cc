@@ -5,11 +5,27 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 
 namespace sdsl {
 namespace {
 
 uint64_t RunBytes(const Run& run) { return run.end - run.begin; }
+
+// Compressed bytes count several times over as work: zstd decodes 64 KiB
+// records at about a quarter of the speed of hash + copy.
+constexpr uint64_t kCompressedWeight = 4;
+
+size_t HelpersWorthWaking(const std::vector<Run>& runs, size_t wanted, uint64_t per_helper) {
+  if (per_helper == 0) return wanted;
+  uint64_t work = 0;
+  for (const Run& run : runs) {
+    const bool uncompressed =
+        run.shard->index.writer_options.find("uncompressed") != std::string::npos;
+    work += RunBytes(run) * (uncompressed ? 1 : kCompressedWeight);
+  }
+  return static_cast<size_t>(std::min<uint64_t>(wanted, work / per_helper));
+}
 
 // Consecutive runs fetched by one call: [first, last).
 struct Slice {
@@ -110,7 +126,11 @@ void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
     }
     if (scratch) scratch_pool->Release(std::move(scratch));
   };
-  workers->Run(std::min(parallel, slices.size()) - 1, worker);
+  size_t helpers = std::min(parallel, slices.size()) - 1;
+  // A cold or remote batch waits on its reads, not the CPU: every helper
+  // keeps more of them in flight, however little decoding there is.
+  if (gather == 0) helpers = HelpersWorthWaking(runs, helpers, work.work_per_helper);
+  workers->Run(helpers, worker);
   if (first_error) std::rethrow_exception(first_error);
 }
 

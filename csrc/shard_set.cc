@@ -38,6 +38,7 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
   work.fetch_failed = [&](const Run& run, const ReaderError& error) {
     RethrowForRecord(run, run.chunks.front().records.front(), ordinals, error);
   };
+  work.work_per_helper = work_per_helper_;
   ExecuteRuns(plan.runs, threads, *source_, &scratch_, &workers_, work);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "batch_plan.h"
+#include "executor.h"
 #include "record_decoder.h"
 #include "record_probe.h"
 #include "scratch_pool.h"
@@ -39,6 +40,9 @@ class ShardSet {
   size_t worker_threads() const { return workers_.threads(); }
   // Bytes of buffers idle scratch keeps between reads.
   size_t kept_scratch_bytes() const { return scratch_.kept_bytes(); }
+  // Work (uncompressed bytes) a warm batch needs per helper thread it wakes.
+  uint64_t work_per_helper() const { return work_per_helper_; }
+  void set_work_per_helper(uint64_t bytes) { work_per_helper_ = bytes; }
   std::shared_ptr<const OpenShard> Open(size_t file) { return shards_.Open(file); }
 
  private:
@@ -47,6 +51,7 @@ class ShardSet {
   ShardCache shards_;
   ScratchPool scratch_;
   WorkerPool workers_;
+  uint64_t work_per_helper_ = kDefaultWorkPerHelper;
 };
 
 }  // namespace sdsl

@@ -26,6 +26,7 @@ import signal_dataset as sds
 
 import sds_factory
 import sds_loader
+from sds_loader import _native
 from native_batches import native_read, open_native
 from sds_factory import assert_matches_reference, write_dataset
 
@@ -250,3 +251,22 @@ def test_a_cold_batch_is_read_with_more_reads_in_flight_than_threads(tmp_path):
     assert len(tasks() - before) >= 1  # the IO threads, started for this batch
     for name, array in warm.items():
         assert np.array_equal(cold[name], array), name
+
+
+def test_a_small_warm_batch_wakes_no_helper(tmp_path):
+    """Waking a helper costs more than hashing and copying a few small
+    uncompressed records, so such a batch stays on the caller's thread."""
+    root = str(tmp_path / "small")
+    write_dataset(root, 32, records_per_shard=8, writer_options=["uncompressed"] * 4)
+    ordinals = [0, 9, 18, 27]  # one run in each shard
+    native, table = open_native(root)
+    native.work_per_helper = _native.ShardSet([], True, 1).work_per_helper
+    assert native.work_per_helper == 512 << 10
+    assert_matches_reference(root, native_read(native, table, ordinals, threads=2), ordinals,
+                             ["samples"], ["label"])
+    assert native.worker_threads == 0
+    # Past the threshold the same batch does wake one.
+    native.work_per_helper = 1
+    assert_matches_reference(root, native_read(native, table, ordinals, threads=2), ordinals,
+                             ["samples"], ["label"])
+    assert native.worker_threads == 1
