@@ -25,6 +25,12 @@ struct ShardIndex {
   std::vector<uint64_t> first_record;  // per chunk, plus a final total
 
   uint64_t num_chunks() const { return chunk_offsets.size(); }
+  // The writer's options asked for no compression. A hint for planning only:
+  // every chunk still says how it is compressed, and one that disagrees is
+  // read whole.
+  bool WrittenUncompressed() const {
+    return writer_options.find("uncompressed") != std::string::npos;
+  }
   uint64_t ChunkOf(uint64_t record) const;
   // The first position chunk `c` may not reach.
   uint64_t ChunkLimit(uint64_t c) const {

@@ -5,7 +5,6 @@
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <string>
 
 namespace sdsl {
 namespace {
@@ -20,9 +19,7 @@ size_t HelpersWorthWaking(const std::vector<Run>& runs, size_t wanted, uint64_t 
   if (per_helper == 0) return wanted;
   uint64_t work = 0;
   for (const Run& run : runs) {
-    const bool uncompressed =
-        run.shard->index.writer_options.find("uncompressed") != std::string::npos;
-    work += RunBytes(run) * (uncompressed ? 1 : kCompressedWeight);
+    work += RunBytes(run) * (run.shard->index.WrittenUncompressed() ? 1 : kCompressedWeight);
   }
   return static_cast<size_t>(std::min<uint64_t>(wanted, work / per_helper));
 }

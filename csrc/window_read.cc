@@ -141,7 +141,7 @@ bool ReadsWindowsOnly(const Run& run, const BatchLayout& layout, bool verify) {
   if (!layout.window.active()) return false;
   // Other codecs decode whole chunks anyway; the footer's writer options say
   // which the shard was written with (a chunk that disagrees is read whole).
-  if (run.shard->index.writer_options.find("uncompressed") == std::string::npos) return false;
+  if (!run.shard->index.WrittenUncompressed()) return false;
   if (!verify) return true;
   return std::all_of(run.chunks.begin(), run.chunks.end(), [&](const WantedChunk& wanted) {
     return run.shard->verified.Has(wanted.chunk);
