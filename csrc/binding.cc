@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "readahead.h"
 #include "reader_error.h"
 #include "record_bytes.h"
 #include "shard_set.h"
@@ -341,6 +342,18 @@ PYBIND11_MODULE(_native, m) {
       },
       py::arg("shard_set"), py::arg("verify"), py::arg("files"), py::arg("records"),
       "Whole records as bytes (None where a chunk is transposed), for metadata shards.");
+  m.def(
+      "hint_records",
+      [](sdsl::ShardSet& set, const Int64Array& files, const Int64Array& records) {
+        if (files.ndim() != 1 || records.ndim() != 1 || files.size() != records.size()) {
+          throw py::value_error("files and records must be 1-D arrays of one length");
+        }
+        py::gil_scoped_release release;
+        return sdsl::HintRecords(set, files.data(), records.data(),
+                                 static_cast<size_t>(files.size()));
+      },
+      py::arg("shard_set"), py::arg("files"), py::arg("records"),
+      "Tells the shards' source that these records will be read soon; returns the bytes hinted.");
   m.def(
       "shard_summary",
       [](const std::string& path) {

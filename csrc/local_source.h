@@ -34,6 +34,8 @@ class LocalSource : public ShardSource, public ForkGuarded {
   // decode thread, so that a cold batch has many more reads in flight than
   // there are decode threads and each thread decodes while others wait.
   uint64_t GatherBytes(const RangeRequest* ranges, size_t count) override;
+  // posix_fadvise(WILLNEED): the kernel queues the reads and returns.
+  void WillNeed(const RangeRequest* ranges, size_t count) override;
 
   ~LocalSource() override { StopGuarding(); }
 

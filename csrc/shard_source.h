@@ -42,6 +42,11 @@ class ShardSource {
   // per call (a remote source; local shards not in the page cache), bounded
   // by this many bytes of buffers per decode thread.
   virtual uint64_t GatherBytes(const RangeRequest* /*ranges*/, size_t /*count*/) { return 0; }
+
+  // A hint that `ranges` (merged, dst unset) will be fetched soon: a source
+  // may start reading them without waiting, and must not throw. By default
+  // nothing is done.
+  virtual void WillNeed(const RangeRequest* /*ranges*/, size_t /*count*/) {}
 };
 
 }  // namespace sdsl

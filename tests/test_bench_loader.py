@@ -43,7 +43,11 @@ def test_loader_bench_prints_and_writes_every_row(capsys, small_root, tmp_path, 
         "delivery per batch: 2 workers, a fresh block per batch",
         "cold epoch, shuffle=True",
         "cold epoch, ShardAwareSampler",
+        "cold epoch, ShardAwareSampler(readahead=0)",
+        "warm epoch, ShardAwareSampler",
         "ShardAwareSampler / shuffle=True, cold",
+        "ShardAwareSampler(readahead=0) / shuffle=True, cold",
+        "bound: warm ShardAwareSampler / cold shuffle=True",
     ]
     for row in rows:
         median = row.split(" | ")[2]

@@ -396,6 +396,31 @@ class BatchReader:
         self.stats.batches += 1
         return arrays
 
+    def will_need(self, indices: Iterable[int] | np.ndarray) -> int:
+        """Tell the storage that `indices` will be read soon; returns the bytes announced.
+
+        For shards in local files the kernel is asked to start reading the
+        chunks that hold these records (``posix_fadvise(WILLNEED)``) and the
+        call returns without waiting, so a later `read` of them finds their
+        pages in the page cache, or on their way there. Called with the
+        *next* batch while this one decodes, it keeps a cold disk busy
+        instead of idle between batches; `ShardAwareSampler` does so. On a
+        warm cache it costs a page-cache lookup per page; elsewhere (object
+        storage, shards this core cannot read) it does nothing and returns 0.
+        Whole chunks are announced, also under a window that reads part of
+        one. A hint never raises for a record that cannot be read: the read
+        of it does.
+        """
+        ordinals = normalize(indices, len(self))
+        state = self._process()
+        if state.native is None or ordinals.size == 0:
+            return 0
+        from sds_loader import _native
+
+        assert state.table is not None
+        files, records = state.table.locate(ordinals)
+        return int(_native.hint_records(state.native, files, records))
+
     def window_starts(
         self, indices: Iterable[int] | np.ndarray, *, seed: int = 0, epoch: int = 0
     ) -> np.ndarray:

@@ -310,6 +310,14 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
     def __len__(self) -> int:
         return len(self._open().reader)
 
+    def will_need(self, indices: Sequence[int]) -> int:
+        """Announce records a later batch reads (see `BatchReader.will_need`); returns the bytes.
+
+        The page cache is shared by every process, so the main process can
+        announce what its workers will read; `ShardAwareSampler` does.
+        """
+        return self._open().reader.will_need(indices)
+
     def __getitem__(self, index: int) -> dict[str, _torch.Tensor]:
         return self.__getitems__([index])[0]
 

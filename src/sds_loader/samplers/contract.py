@@ -53,7 +53,7 @@ def positive_int(name: str, value: object) -> int:
     return operator.index(value)
 
 
-def _non_negative_int(name: str, value: object) -> int:
+def non_negative_int(name: str, value: object) -> int:
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an integer, not a bool")
     try:
@@ -74,8 +74,8 @@ def default_replicas(num_replicas: int | None, rank: int | None) -> tuple[int, i
         num_replicas = dist.get_world_size() if initialised else 1
     if rank is None:
         rank = dist.get_rank() if initialised else 0
-    num_replicas = _non_negative_int("num_replicas", num_replicas)
-    rank = _non_negative_int("rank", rank)
+    num_replicas = non_negative_int("num_replicas", num_replicas)
+    rank = non_negative_int("rank", rank)
     if num_replicas < 1:
         raise ValueError("num_replicas must be at least 1")
     if rank >= num_replicas:
@@ -120,7 +120,7 @@ class EpochSampler(Sampler[Item], Generic[Item]):
         drop_last: bool = False,
     ) -> None:
         self.shuffle = bool(shuffle)
-        self.seed = _non_negative_int("seed", seed)
+        self.seed = non_negative_int("seed", seed)
         self.num_replicas, self.rank = default_replicas(num_replicas, rank)
         self.drop_last = bool(drop_last)
         self._epoch = 0
@@ -165,7 +165,7 @@ class EpochSampler(Sampler[Item], Generic[Item]):
         epoch again keeps it, so the usual ``set_epoch(e)`` at the top of a
         resumed loop is harmless.
         """
-        epoch = _non_negative_int("epoch", epoch)
+        epoch = non_negative_int("epoch", epoch)
         if epoch != self._epoch:
             self._resume_at = None
         self._epoch = epoch
@@ -221,9 +221,9 @@ class EpochSampler(Sampler[Item], Generic[Item]):
                 f"this state was saved by a sampler with another layout ({details}); resume with "
                 "the same dataset and sampler arguments, or start the epoch afresh"
             )
-        self.seed = _non_negative_int("seed", state["seed"])
-        self._epoch = _non_negative_int("epoch", state["epoch"])
-        self._resume_at = _non_negative_int("yielded", state["yielded"])
+        self.seed = non_negative_int("seed", state["seed"])
+        self._epoch = non_negative_int("epoch", state["epoch"])
+        self._resume_at = non_negative_int("yielded", state["yielded"])
         self._yielded = self._resume_at
 
     def __repr__(self) -> str:

@@ -47,13 +47,15 @@ ordinals instead.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import signal_dataset as sds
 
 from sds_loader.addressing import shard_table
-from sds_loader.samplers.contract import EpochSampler, positive_int
+from sds_loader.samplers.announcer import Announcer
+from sds_loader.samplers.contract import EpochSampler, non_negative_int, positive_int
 
 
 
@@ -121,12 +123,19 @@ class ShardAwareSampler(EpochSampler[int]):
         drop_last: bool = False,
         run_length: int = 16,
         runs_mixed: int = 16,
+        readahead: int | None = None,
     ) -> None:
         super().__init__(
             shuffle=shuffle, seed=seed, num_replicas=num_replicas, rank=rank, drop_last=drop_last
         )
         self.run_length = positive_int("run_length", run_length)
         self.runs_mixed = positive_int("runs_mixed", runs_mixed)
+        stretch = self.run_length * self.runs_mixed
+        self.readahead = stretch if readahead is None else non_negative_int("readahead", readahead)
+        #: Where upcoming records are announced (`will_need`), or None.
+        announce = getattr(dataset, "will_need", None)
+        #: Announces upcoming records to the dataset (`will_need`), or None.
+        self._announcer = Announcer(announce) if callable(announce) else None
         count, starts, skips = _stored_runs(dataset)
         self._count = count
         #: First ordinal of each run; the last entry is the record count.
@@ -166,5 +175,27 @@ class ShardAwareSampler(EpochSampler[int]):
         order[whole:] = rng.permutation(order[whole:])
         return order
 
+    def _count_out(self, items: list[int], start: int) -> Iterator[int]:
+        announcer = self._announcer
+        if announcer is None or self.readahead == 0:
+            yield from super()._count_out(items, start)
+            return
+        # At the start of each stretch of run_length * runs_mixed records
+        # (about one batch), announce the records up to `readahead` past it:
+        # their reads are under way while this stretch is read and decoded.
+        stretch = self.run_length * self.runs_mixed
+        announced = start
+        for position in range(start, len(items)):
+            if (position - start) % stretch == 0:
+                until = min(len(items), position + stretch + self.readahead)
+                if until > announced:
+                    announcer.submit(items[announced:until])
+                    announced = until
+            self._yielded += 1
+            yield items[position]
+
     def __repr__(self) -> str:
-        return f"{super().__repr__()[:-1]}, run_length={self.run_length}, runs_mixed={self.runs_mixed})"
+        return (
+            f"{super().__repr__()[:-1]}, run_length={self.run_length}, runs_mixed={self.runs_mixed}, "
+            f"readahead={self.readahead})"
+        )

@@ -1,0 +1,139 @@
+"""Announcing upcoming records: the bytes hinted, the kernel's pages, and the sampler's timing."""
+
+from __future__ import annotations
+
+import functools
+import os
+import pickle
+import time
+
+import numpy as np
+import pytest
+import signal_dataset as sds
+
+from sds_factory import assert_batch, capture, read_chunks, record_chunks, shard_ordinals, write_dataset
+from sds_loader import BatchReader
+from sds_loader.samplers.announcer import Announcer
+
+RECORDS = 96
+PER_SHARD = 40
+
+
+@pytest.fixture(scope="module", params=[None, "group_size:4"], ids=["group1", "group4"])
+def root(request, tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("readahead") / "captures"
+    write_dataset(path, RECORDS, functools.partial(capture, samples=512), records_per_shard=PER_SHARD,
+                  writer_options=request.param)
+    return str(path)
+
+
+def expected_hint_bytes(root: str, ordinals) -> int:
+    """Bytes of the chunks holding `ordinals`, merged where they touch, from the files themselves."""
+    ranges = []
+    for path, owned in shard_ordinals(root).items():
+        chunks = record_chunks(path)
+        footer = [chunk for chunk in read_chunks(path) if chunk.chunk_type == "r"][-2]
+        limits = [chunk.begin for chunk in chunks[1:]] + [footer.begin]
+        firsts = np.cumsum([0] + [chunk.num_records for chunk in chunks])
+        for ordinal in set(ordinals) & set(owned):
+            c = int(np.searchsorted(firsts, owned.index(ordinal), side="right") - 1)
+            ranges.append((path, chunks[c].begin, limits[c]))
+    total, last = 0, None
+    for path, begin, end in sorted(ranges):
+        if last is not None and last[0] == path and begin <= last[1]:
+            total += max(0, end - last[1])
+            last = (path, max(last[1], end))
+        else:
+            total += end - begin
+            last = (path, end)
+    return total
+
+
+@pytest.mark.parametrize("ordinals", [[5], [5, 5, 5], [6, 5, 7, 4], [0, 39, 40, 95, 17, 18, 60], list(range(RECORDS))])
+def test_will_need_announces_exactly_the_chunks_of_the_records(root, ordinals) -> None:
+    reader = BatchReader(root)
+    assert reader.will_need(ordinals) == expected_hint_bytes(root, ordinals)
+
+
+def test_will_need_refuses_an_ordinal_out_of_range(root) -> None:
+    reader = BatchReader(root)
+    with pytest.raises(IndexError):
+        reader.will_need([RECORDS])
+    assert reader.will_need([]) == 0
+
+
+def drop_pages(paths) -> None:
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def resident(path: str, offset: int) -> bool:
+    """Whether the page holding `offset` is cached: a read that would wait for the disk fails instead."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.preadv(fd, [bytearray(1)], offset, os.RWF_NOWAIT) == 1
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="needs preadv2(RWF_NOWAIT) to see the page cache")
+def test_hinted_pages_reach_the_page_cache_and_read_back_unchanged(root) -> None:
+    owners = shard_ordinals(root)
+    path = sorted(owners)[1]
+    ordinals = owners[path][20:28]
+    chunks = record_chunks(path)
+    first_record = np.cumsum([0] + [chunk.num_records for chunk in chunks])
+    probe = chunks[int(np.searchsorted(first_record, 24, side="right") - 1)].begin + 100
+    drop_pages(owners)
+    if resident(path, probe):
+        pytest.skip("this file system keeps pages that were asked to be dropped (tmpfs, say)")
+    reader = BatchReader(root, fields=["samples"], targets=["label"])
+    assert reader.will_need(ordinals) > 0
+    deadline = time.monotonic() + 10
+    while not resident(path, probe) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert resident(path, probe)
+    assert_batch(root, reader.read(ordinals), ordinals, ["samples"], ["label"])
+
+
+def test_a_dataset_the_core_cannot_address_takes_no_hints(tmp_path) -> None:
+    base = tmp_path / "base"
+    write_dataset(base, 10, records_per_shard=4)
+    view = str(tmp_path / "picked")
+    sds.open(str(base)).select([3, 1, 2]).publish(view, dataset_id="picked", snapshot_id="v1")
+    reader = BatchReader(view, fields=["samples"])
+    assert reader.will_need([0, 1, 2]) == 0
+    assert_batch(view, reader.read([2, 0]), [2, 0], ["samples"])
+
+
+def test_announcer_keeps_order_and_reports_a_failed_hint() -> None:
+    made = []
+    announcer = Announcer(made.append)
+    for k in range(50):
+        announcer.submit([k, k + 1])
+    announcer.flush()
+    assert made == [[k, k + 1] for k in range(50)]
+
+    def refuse(items):
+        raise IndexError(f"no record {items[0]}")
+
+    failing = Announcer(refuse)
+    failing.submit([7])
+    with pytest.raises(IndexError, match="no record 7"):
+        failing.flush()
+    failing.submit([8])  # the error was reported once; the thread still serves
+    with pytest.raises(IndexError, match="no record 8"):
+        failing.flush()
+
+
+def test_a_copied_announcer_starts_its_own_thread() -> None:
+    copy = pickle.loads(pickle.dumps(Announcer(functools.partial(list))))
+    copy.submit([1, 2])
+    copy.flush()
