@@ -13,6 +13,7 @@ import signal_dataset as sds
 
 from sds_factory import assert_batch, capture, read_chunks, record_chunks, shard_ordinals, write_dataset
 from sds_loader import BatchReader
+from sds_loader.cli.bench.loader import drop_pages
 from sds_loader.samplers.announcer import Announcer
 
 RECORDS = 96
@@ -60,16 +61,6 @@ def test_will_need_refuses_an_ordinal_out_of_range(root) -> None:
     with pytest.raises(IndexError):
         reader.will_need([RECORDS])
     assert reader.will_need([]) == 0
-
-
-def drop_pages(paths) -> None:
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def resident(path: str, offset: int) -> bool:
