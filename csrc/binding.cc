@@ -413,7 +413,7 @@ PYBIND11_MODULE(_native, m) {
       py::arg("path"), py::arg("records"));
   m.def(
       "bound_decompress",
-      [](const py::list& items, int repeats) {
+      [](const py::list& items, int repeats, size_t batch_rows) {
         std::vector<sdsl::ChunkPayload> payloads;
         for (const py::handle& item : items) {
           const py::tuple spec = item.cast<py::tuple>();
@@ -422,9 +422,9 @@ PYBIND11_MODULE(_native, m) {
                                                 spec[2].cast<uint64_t>()});
         }
         py::gil_scoped_release release;
-        return sdsl::BoundDecompress(payloads, repeats);
+        return sdsl::BoundDecompress(payloads, repeats, batch_rows);
       },
-      py::arg("payloads"), py::arg("repeats") = 1);
+      py::arg("payloads"), py::arg("repeats") = 1, py::arg("batch_rows") = 1);
   m.def(
       "chunk_value_ranges",
       [](const std::string& path, const std::vector<uint64_t>& records) {

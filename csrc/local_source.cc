@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "mapped_copy.h"
 #include "reader_error.h"
 
 namespace sdsl {
@@ -65,8 +67,16 @@ struct LocalSource::OpenFile {
                         error);
     }
     size = static_cast<uint64_t>(info.st_size);
+    // A mapping where the system gives one; reads fall back to preadv.
+    if (size > 0 && size <= SIZE_MAX) {
+      void* mapped = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
+      if (mapped != MAP_FAILED) map = static_cast<const uint8_t*>(mapped);
+    }
   }
-  ~OpenFile() { ::close(fd); }
+  ~OpenFile() {
+    if (map != nullptr) ::munmap(const_cast<uint8_t*>(map), static_cast<size_t>(size));
+    ::close(fd);
+  }
   OpenFile(const OpenFile&) = delete;
   OpenFile& operator=(const OpenFile&) = delete;
 
@@ -74,7 +84,21 @@ struct LocalSource::OpenFile {
   // where the one before ends, with as few preadv calls as the system
   // allows: a caller can scatter one run of the file straight into the rows
   // it belongs in. A short file is corrupt.
-  void ReadContiguous(const RangeRequest* requests, size_t count) const {
+  void ReadContiguous(const RangeRequest* requests, size_t count, bool mapped) const {
+    uint64_t total = 0;
+    for (size_t k = 0; k < count; ++k) total += requests[k].size;
+    if (mapped && map != nullptr && requests[0].offset <= size && total <= size - requests[0].offset) {
+      std::vector<CopyPiece> pieces;
+      pieces.reserve(count);
+      for (size_t k = 0; k < count; ++k) pieces.push_back(CopyPiece{requests[k].dst, requests[k].size});
+      if (!CopyFromMapping(map + requests[0].offset, pieces.data(), pieces.size())) {
+        Corrupt("shard " + path + " shrank while it was being read: bytes from offset " +
+                std::to_string(requests[0].offset) + " to " +
+                std::to_string(requests[0].offset + total) +
+                " are gone; a shard must not be truncated or rewritten while a reader has it open");
+      }
+      return;
+    }
     std::vector<iovec> vectors;
     vectors.reserve(count);
     for (size_t k = 0; k < count; ++k) {
@@ -109,7 +133,8 @@ struct LocalSource::OpenFile {
 
   std::string path;
   int fd = -1;
-  uint64_t size = 0;
+  uint64_t size = 0;  // at open: ranges past it are refused before any read
+  const uint8_t* map = nullptr;
 };
 
 LocalSource::LocalSource(std::vector<std::string> paths, size_t max_open_files)
@@ -131,6 +156,7 @@ std::shared_ptr<const LocalSource::OpenFile> LocalSource::Open(size_t file) {
 uint64_t LocalSource::Size(size_t file) { return Open(file)->size; }
 
 void LocalSource::Fetch(RangeRequest* requests, size_t count) {
+  const bool mapped = copy_from_mappings_.load(std::memory_order_relaxed);
   // Groups of requests that lie back to back in one shard: one preadv each.
   std::vector<std::pair<size_t, size_t>> groups;
   for (size_t first = 0, last; first < count; first = last) {
@@ -155,7 +181,7 @@ void LocalSource::Fetch(RangeRequest* requests, size_t count) {
           open = Open(requests[first].file);
           open_file = requests[first].file;
         }
-        open->ReadContiguous(requests + first, last - first);
+        open->ReadContiguous(requests + first, last - first, mapped);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!first_error) first_error = std::current_exception();
@@ -168,6 +194,10 @@ void LocalSource::Fetch(RangeRequest* requests, size_t count) {
 }
 
 uint64_t LocalSource::GatherBytes(const RangeRequest* ranges, size_t count) {
+  // Until the probes say the batch is warm, reads go through preadv: a page
+  // that must come from the disk is better asked for in one large read than
+  // faulted in from a mapping a page at a time.
+  copy_from_mappings_.store(false, std::memory_order_relaxed);
   try {
     for (size_t k = 0; k < kResidencyProbes && k < count; ++k) {
       const RangeRequest& range = ranges[k * count / std::min(count, kResidencyProbes)];
@@ -177,7 +207,9 @@ uint64_t LocalSource::GatherBytes(const RangeRequest* ranges, size_t count) {
     }
   } catch (const ReaderError&) {
     // A shard that cannot be opened now fails in Fetch, naming the record.
+    return 0;
   }
+  copy_from_mappings_.store(GuardMappedCopies(), std::memory_order_relaxed);
   return 0;
 }
 

@@ -1,10 +1,13 @@
-// Shards in local files, read with pread so that threads share one
-// descriptor without sharing a file position. At most max_open_files
-// descriptors stay open; the least recently used is closed first, once no
-// read still holds it.
+// Shards in local files. A batch whose shards are in the page cache is
+// copied out of a mapping of each shard (no system call per read, no page
+// cache lookup per page once its pages are mapped); any other read uses
+// pread, so that threads share one descriptor without sharing a file
+// position. At most max_open_files shards stay open; the least recently used
+// is closed first, once no read still holds it.
 #ifndef SDS_LOADER_LOCAL_SOURCE_H_
 #define SDS_LOADER_LOCAL_SOURCE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -52,6 +55,8 @@ class LocalSource : public ShardSource, public ForkGuarded {
   const std::vector<std::string> paths_;
   RecentMap<OpenFile> open_;
   WorkerPool io_;  // started on the first cold batch
+  // Set per batch by GatherBytes: the batch is warm and SIGBUS is guarded.
+  std::atomic<bool> copy_from_mappings_{false};
 };
 
 }  // namespace sdsl

@@ -232,10 +232,14 @@ double BoundRead(const std::vector<ChunkValueRanges>& chunks, int repeats, bool 
   return seconds;
 }
 
-double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats) {
+double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats, size_t batch_rows) {
   uint64_t largest = 0;
   for (const ChunkPayload& payload : payloads) largest = std::max(largest, payload.decoded_size);
-  std::vector<uint8_t> output(static_cast<size_t>(largest));
+  // Each payload goes to its own row of a batch, as in a read: one reused
+  // buffer would stay in the CPU cache and time a decompressor no reader
+  // can match, since a batch's rows are written to memory.
+  batch_rows = std::max<size_t>(batch_rows, 1);
+  std::vector<uint8_t> rows(static_cast<size_t>(largest) * batch_rows);
   std::vector<uint8_t> types;
   for (const ChunkPayload& payload : payloads) {
     uint8_t type = kNoCompression;
@@ -250,9 +254,10 @@ double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats) {
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < repeats; ++r) {
     for (size_t i = 0; i < payloads.size(); ++i) {
+      uint8_t* const row = rows.data() + (i % batch_rows) * largest;
       if (types[i] == kZstd) {
         const size_t written = ZSTD_decompressDCtx(
-            context, output.data(), static_cast<size_t>(payloads[i].decoded_size),
+            context, row, static_cast<size_t>(payloads[i].decoded_size),
             payloads[i].bytes.data(), payloads[i].bytes.size());
         if (ZSTD_isError(written) || written != payloads[i].decoded_size) {
           ZSTD_freeDCtx(context);
@@ -261,7 +266,7 @@ double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats) {
         continue;
       }
       DecompressExact(types[i], reinterpret_cast<const uint8_t*>(payloads[i].bytes.data()),
-                      payloads[i].bytes.size(), output.data(),
+                      payloads[i].bytes.size(), row,
                       static_cast<size_t>(payloads[i].decoded_size), "payload");
     }
   }

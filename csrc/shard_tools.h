@@ -47,8 +47,9 @@ struct ChunkPayload {
 std::vector<ChunkPayload> ChunkPayloads(const std::string& path,
                                         const std::vector<uint64_t>& records);
 
-// Seconds to decompress every payload `repeats` times on one thread.
-double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats);
+// Seconds to decompress every payload `repeats` times on one thread, each
+// into the next of `batch_rows` rows, as a reader fills a batch.
+double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats, size_t batch_rows);
 
 // Where the values of the chunk holding each of `records` lie in the shard
 // file: their physical pieces (split by block headers), for timing reads.
