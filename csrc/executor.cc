@@ -57,7 +57,9 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, ShardSourc
     fetched[r - slice.first] = !work.reads_itself || !work.reads_itself(runs[r], *scratch);
     if (fetched[r - slice.first]) total += RunBytes(runs[r]);
   }
-  scratch->file_bytes.resize(static_cast<size_t>(total));
+  // Grown, never shrunk: a resize that grows zero-fills, and runs that read
+  // themselves would otherwise make every next run pay for that again.
+  if (scratch->file_bytes.size() < total) scratch->file_bytes.resize(static_cast<size_t>(total));
   std::vector<RangeRequest>& requests = scratch->requests;
   requests.clear();
   std::vector<size_t> requested;  // the run each request fetches

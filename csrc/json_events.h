@@ -37,7 +37,7 @@ namespace json_events_detail {
 template <typename Events>
 class Forward {
  public:
-  explicit Forward(Events* events) : events_(events) {}
+  Forward(Events* events, std::string* text) : events_(events), text_(*text) {}
   bool Null() { return events_->null(); }
   bool Bool(bool value) { return events_->boolean(value); }
   // RapidJSON reports negative integers as Int/Int64 and the others as
@@ -63,7 +63,7 @@ class Forward {
 
  private:
   Events* events_;
-  std::string text_;
+  std::string& text_;  // a key's or string's text, kept for the handler
 };
 
 }  // namespace json_events_detail
@@ -77,9 +77,27 @@ bool ParseJsonEvents(const uint8_t* text, size_t size, Events* events, const cha
                               rapidjson::kParseFullPrecisionFlag |
                               rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag;
   rapidjson::MemoryStream memory(reinterpret_cast<const char*>(text), size);
-  json_events_detail::Forward<Events> forward(events);
-  rapidjson::Reader reader;
-  const rapidjson::ParseResult result = reader.Parse<kFlags>(memory, forward);
+  // One reader and text buffer per thread: the parse stack and the buffer
+  // keep their allocations from one record to the next (two documents a
+  // record otherwise cost several mallocs and frees). A parse started from
+  // inside a handler gets its own.
+  thread_local rapidjson::Reader shared_reader;
+  thread_local std::string shared_text;
+  thread_local bool shared_reader_busy = false;
+  rapidjson::Reader own_reader;
+  std::string own_text;
+  const bool took_shared = !shared_reader_busy;
+  rapidjson::Reader& reader = took_shared ? shared_reader : own_reader;
+  json_events_detail::Forward<Events> forward(events, took_shared ? &shared_text : &own_text);
+  shared_reader_busy = true;
+  rapidjson::ParseResult result;
+  try {
+    result = reader.Parse<kFlags>(memory, forward);
+  } catch (...) {
+    if (took_shared) shared_reader_busy = false;
+    throw;
+  }
+  if (took_shared) shared_reader_busy = false;
   if (result.Code() == rapidjson::kParseErrorTermination) return false;
   if (result.IsError()) {
     Corrupt(std::string(what) + " is not valid JSON: " +
