@@ -5,6 +5,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 namespace sdsl {
 namespace {
@@ -51,19 +52,33 @@ std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint6
 
 void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, ShardSource& source,
                     const RunWork& work, WorkerScratch* scratch) {
-  std::vector<bool> fetched(slice.last - slice.first, true);
-  uint64_t total = 0;
+  const size_t count = slice.last - slice.first;
+  std::vector<bool> fetched(count, true);
+  std::vector<FileWindow> windows(count);
+  uint64_t data_bytes = 0, header_bytes = 0;
   for (size_t r = slice.first; r < slice.last; ++r) {
-    fetched[r - slice.first] = !work.reads_itself || !work.reads_itself(runs[r], *scratch);
-    if (fetched[r - slice.first]) total += RunBytes(runs[r]);
+    const Run& run = runs[r];
+    fetched[r - slice.first] = !work.reads_itself || !work.reads_itself(run, *scratch);
+    if (!fetched[r - slice.first]) continue;
+    if (!work.split_block_headers || BeginsInsideBlockHeader(run.begin)) {
+      data_bytes += RunBytes(run);
+      continue;
+    }
+    const StrippedLayout layout = LayoutWithoutBlockHeaders(run.begin, run.end);
+    data_bytes += layout.data_bytes;
+    header_bytes += layout.header_bytes;
   }
   // Grown, never shrunk: a resize that grows zero-fills, and runs that read
   // themselves would otherwise make every next run pay for that again.
-  if (scratch->file_bytes.size() < total) scratch->file_bytes.resize(static_cast<size_t>(total));
+  if (scratch->file_bytes.size() < data_bytes) scratch->file_bytes.resize(static_cast<size_t>(data_bytes));
+  if (scratch->run_block_headers.size() < header_bytes) {
+    scratch->run_block_headers.resize(static_cast<size_t>(header_bytes));
+  }
   std::vector<RangeRequest>& requests = scratch->requests;
   requests.clear();
-  std::vector<size_t> requested;  // the run each request fetches
-  uint8_t* dst = scratch->file_bytes.data();
+  std::vector<std::pair<size_t, size_t>> requested;  // (run, its first request)
+  uint8_t* data = scratch->file_bytes.data();
+  uint8_t* headers = scratch->run_block_headers.data();
   for (size_t r = slice.first; r < slice.last; ++r) {
     const Run& run = runs[r];
     if (!fetched[r - slice.first]) continue;
@@ -72,25 +87,45 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, ShardSourc
     } catch (const ReaderError& error) {
       work.fetch_failed(run, error);
     }
-    requests.push_back(RangeRequest{run.shard->file->number(), run.begin, RunBytes(run), dst});
-    requested.push_back(r);
-    dst += RunBytes(run);
+    const size_t file = run.shard->file->number();
+    requested.emplace_back(r, requests.size());
+    FileWindow& window = windows[r - slice.first];
+    window.data = data;
+    window.begin = run.begin;
+    window.size = RunBytes(run);
+    if (!work.split_block_headers || BeginsInsideBlockHeader(run.begin)) {
+      requests.push_back(RangeRequest{file, run.begin, RunBytes(run), data});
+      data += RunBytes(run);
+      continue;
+    }
+    window.block_headers = headers;
+    const StrippedLayout layout = LayoutWithoutBlockHeaders(run.begin, run.end);
+    SplitAtBlockHeaders(run.begin, run.end, data, headers, &scratch->read_pieces);
+    uint64_t at = run.begin;
+    for (const MutableSpan& piece : scratch->read_pieces) {
+      requests.push_back(RangeRequest{file, at, piece.size, piece.data});
+      at += piece.size;
+    }
+    data += layout.data_bytes;
+    headers += layout.header_bytes;
   }
   try {
     if (!requests.empty()) source.Fetch(requests.data(), requests.size());
   } catch (const ReaderError& error) {
-    if (requests.size() == 1) work.fetch_failed(runs[requested[0]], error);
+    if (requested.size() == 1) work.fetch_failed(runs[requested[0].first], error);
     // Fetch again one run at a time, to name the record the failure reached.
-    for (size_t k = 0; k < requests.size(); ++k) {
+    for (size_t k = 0; k < requested.size(); ++k) {
+      const size_t first = requested[k].second;
+      const size_t last = k + 1 < requested.size() ? requested[k + 1].second : requests.size();
       try {
-        source.Fetch(&requests[k], 1);
+        source.Fetch(&requests[first], last - first);
       } catch (const ReaderError& again) {
-        work.fetch_failed(runs[requested[k]], again);
+        work.fetch_failed(runs[requested[k].first], again);
       }
     }
   }
-  for (size_t r = slice.first, k = 0; r < slice.last; ++r) {
-    work.decode(runs[r], fetched[r - slice.first] ? requests[k++].dst : nullptr, scratch);
+  for (size_t r = slice.first; r < slice.last; ++r) {
+    work.decode(runs[r], fetched[r - slice.first] ? &windows[r - slice.first] : nullptr, scratch);
   }
 }
 

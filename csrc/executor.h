@@ -11,6 +11,7 @@
 
 #include "batch_plan.h"
 #include "reader_error.h"
+#include "riegeli_layout.h"
 #include "scratch_pool.h"
 #include "shard_source.h"
 #include "worker_pool.h"
@@ -18,17 +19,24 @@
 namespace sdsl {
 
 struct RunWork {
-  // Decodes `run` from its bytes (run.end - run.begin of them).
-  std::function<void(const Run& run, const uint8_t* bytes, WorkerScratch* scratch)> decode;
+  // Decodes `run` from its bytes (a null window for a run that reads itself).
+  std::function<void(const Run& run, const FileWindow* window, WorkerScratch* scratch)> decode;
   // Throws `error`, met while fetching `run`, with the run's context.
   std::function<void(const Run& run, const ReaderError& error)> fetch_failed;
   // Optional: true for a run that fetches only the bytes it needs (a window
   // of a large record, tensors read straight into rows); it is not fetched
-  // whole and decode gets null bytes.
+  // whole and decode gets a null window.
   std::function<bool(const Run& run, const WorkerScratch& scratch)> reads_itself;
   // A warm batch wakes one helper per this much work, counted in
   // uncompressed bytes (0: every helper `threads` allows).
   uint64_t work_per_helper = 0;
+  // Fetch each run with its block headers set aside (FileWindow::
+  // block_headers), so that a chunk's data lies in one piece and is never
+  // gathered again before decoding; a run beginning inside a block header,
+  // which only a damaged footer points at, is fetched as it lies. This makes
+  // back-to-back requests into several buffers, which only a local source
+  // reads as one range.
+  bool split_block_headers = false;
 };
 
 // Waking a helper costs tens of microseconds on a small VM, as much as

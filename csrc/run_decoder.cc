@@ -120,7 +120,7 @@ void DecodeWholeChunk(const Chunk& chunk, const ShardIndex& index, const WantedC
 
 bool DecodesUnfetched(const WorkerScratch& scratch) { return scratch.straight_to_rows; }
 
-void DecodeRun(const Run& run, const uint8_t* bytes, const BatchLayout& layout,
+void DecodeRun(const Run& run, const FileWindow* window, const BatchLayout& layout,
                const int64_t* ordinals, bool verify, uint8_t* needs_fallback,
                WorkerScratch* scratch) {
   const OpenShard& shard = *run.shard;
@@ -130,7 +130,7 @@ void DecodeRun(const Run& run, const uint8_t* bytes, const BatchLayout& layout,
     std::vector<std::string> keys;
     for (const FieldSlot& slot : layout.fields) keys.push_back(slot.key_hint);
     Chunk chunk;
-    if (bytes == nullptr) {
+    if (window == nullptr) {
       // A run of windows: each chunk reads only what it needs. Any other
       // unfetched run: each chunk's tensors are read straight into rows.
       const bool windows = ReadsWindowsOnly(run, layout, verify);
@@ -153,10 +153,9 @@ void DecodeRun(const Run& run, const uint8_t* bytes, const BatchLayout& layout,
       }
       return;
     }
-    const FileWindow window{bytes, run.begin, run.end - run.begin};
     for (const WantedChunk& wanted : run.chunks) {
       current = &wanted.records.front();
-      ReadChunk(window, index.chunk_offsets[wanted.chunk], index.ChunkLimit(wanted.chunk), verify,
+      ReadChunk(*window, index.chunk_offsets[wanted.chunk], index.ChunkLimit(wanted.chunk), verify,
                 &chunk);
       if (verify) shard.verified.Mark(wanted.chunk);
       DecodeWholeChunk(chunk, index, wanted, layout, &keys, needs_fallback, scratch, &current);

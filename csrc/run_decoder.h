@@ -36,7 +36,7 @@ void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,
 // Rows of a chunk this core cannot decode (transposed) get
 // needs_fallback[row] = 1 and are left untouched. Errors name the shard and
 // the ordinal of the record being decoded.
-// `bytes` holds the run's bytes, from run.begin to run.end, or is null for
+// `window` holds the run's bytes, from run.begin to run.end, or is null for
 // a run that ReadsWindowsOnly (its chunks then read only what they need) or
 // that DecodesUnfetched (its chunks' tensors are read straight into rows).
 // Whether DecodeRun would rather fetch a run's chunks itself: after an
@@ -45,7 +45,7 @@ void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,
 // fetched buffer.
 bool DecodesUnfetched(const WorkerScratch& scratch);
 
-void DecodeRun(const Run& run, const uint8_t* bytes, const BatchLayout& layout,
+void DecodeRun(const Run& run, const FileWindow* window, const BatchLayout& layout,
                const int64_t* ordinals, bool verify, uint8_t* needs_fallback,
                WorkerScratch* scratch);
 

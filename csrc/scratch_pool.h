@@ -31,6 +31,9 @@ struct WorkerScratch {
   WorkerScratch(const WorkerScratch&) = delete;
   WorkerScratch& operator=(const WorkerScratch&) = delete;
   std::vector<uint8_t> file_bytes;
+  // The block headers of the runs fetched into file_bytes, set aside so
+  // that each chunk's data lies there in one piece.
+  std::vector<uint8_t> run_block_headers;
   // A run that reads only its windows reads here: its chunk prefixes, or a
   // chunk it must read whole after all, while file_bytes may still hold the
   // other runs fetched with it.

@@ -26,8 +26,8 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
                                    layout.window.starts);
   for (size_t row : plan.unsupported_rows) needs_fallback[row] = 1;
   RunWork work;
-  work.decode = [&](const Run& run, const uint8_t* bytes, WorkerScratch* scratch) {
-    DecodeRun(run, bytes, layout, ordinals, verify_, needs_fallback, scratch);
+  work.decode = [&](const Run& run, const FileWindow* window, WorkerScratch* scratch) {
+    DecodeRun(run, window, layout, ordinals, verify_, needs_fallback, scratch);
   };
   // Reading a chunk straight into rows takes two reads of it: cheap from
   // local files, a second round trip from anywhere else.
@@ -39,6 +39,7 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
     RethrowForRecord(run, run.chunks.front().records.front(), ordinals, error);
   };
   work.work_per_helper = work_per_helper_;
+  work.split_block_headers = local;
   ExecuteRuns(plan.runs, threads, *source_, &scratch_, &workers_, work);
 }
 
