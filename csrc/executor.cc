@@ -50,15 +50,15 @@ std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint6
   return slices;
 }
 
-void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, ShardSource& source,
-                    const RunWork& work, WorkerScratch* scratch) {
+void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, bool gathering,
+                    ShardSource& source, const RunWork& work, WorkerScratch* scratch) {
   const size_t count = slice.last - slice.first;
   std::vector<bool> fetched(count, true);
   std::vector<FileWindow> windows(count);
   uint64_t data_bytes = 0, header_bytes = 0;
   for (size_t r = slice.first; r < slice.last; ++r) {
     const Run& run = runs[r];
-    fetched[r - slice.first] = !work.reads_itself || !work.reads_itself(run, *scratch);
+    fetched[r - slice.first] = !work.reads_itself || !work.reads_itself(run, *scratch, gathering);
     if (!fetched[r - slice.first]) continue;
     if (!work.split_block_headers || BeginsInsideBlockHeader(run.begin)) {
       data_bytes += RunBytes(run);
@@ -151,7 +151,7 @@ void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
     try {
       scratch = scratch_pool->Acquire();
       for (size_t s = next_slice++; s < slices.size() && !failed; s = next_slice++) {
-        FetchAndDecode(runs, slices[s], source, work, scratch.get());
+        FetchAndDecode(runs, slices[s], gather > 0, source, work, scratch.get());
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);

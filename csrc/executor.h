@@ -25,8 +25,10 @@ struct RunWork {
   std::function<void(const Run& run, const ReaderError& error)> fetch_failed;
   // Optional: true for a run that fetches only the bytes it needs (a window
   // of a large record, tensors read straight into rows); it is not fetched
-  // whole and decode gets a null window.
-  std::function<bool(const Run& run, const WorkerScratch& scratch)> reads_itself;
+  // whole and decode gets a null window. `gathering`: the batch's runs are
+  // fetched many at a time (cold or remote shards), where a run that reads
+  // itself, a read or two at a time, would leave the disk's queue short.
+  std::function<bool(const Run& run, const WorkerScratch& scratch, bool gathering)> reads_itself;
   // A warm batch wakes one helper per this much work, counted in
   // uncompressed bytes (0: every helper `threads` allows).
   uint64_t work_per_helper = 0;

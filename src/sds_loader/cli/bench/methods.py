@@ -216,6 +216,10 @@ class _BatchReader(Runner):
             self.held = self.reader.read(batch)
             yield batch.size
 
+    def release_files(self) -> None:
+        """Close the shards (and their mappings); the next read opens them again."""
+        self.reader.close()
+
     def note(self) -> str:
         stats = self.reader.stats
         if stats.fallback_records and not stats.native_records:
