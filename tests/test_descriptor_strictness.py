@@ -9,6 +9,7 @@ framing are those of a real shard and only the record's contents differ.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 
@@ -84,6 +85,9 @@ REFUSED_DESCRIPTORS = {
         )
     ),
     "duplicate-key": lambda d: b'{"format":"signal-dataset.record","format":"signal-dataset.record"}',
+    # Invalid UTF-8 in a string: an ASCII document skips the encoding check, any other must not.
+    "id-invalid-utf8": lambda d: json_bytes({**d, "id": "ID"}).replace(b'"ID"', b'"\xff\xfe"'),
+    "id-truncated-utf8": lambda d: json_bytes({**d, "id": "ID"}).replace(b'"ID"', b'"caf\xc3"'),
     "not-an-object": lambda d: b"[]",
 }
 
@@ -98,7 +102,13 @@ ACCEPTED_DESCRIPTORS = {
         lambda d: [samples(d)["axes"][k].update(id=f"axis{k}", coordinate={"start": 0, "step": 1}) for k in (0, 1)]
     ),
     "empty-reference": edited(lambda d: first_axis(d).update(coordinate={"reference": ""})),
+    # Raw (unescaped) UTF-8, as json.dumps(ensure_ascii=False) writes it.
+    "id-raw-utf8": lambda d: json_bytes({**d, "id": "café-Ωμέγα"}),
 }
+
+
+def json_bytes(descriptor) -> bytes:
+    return json.dumps(descriptor, ensure_ascii=False).encode()
 
 
 def header_edit(change):
