@@ -143,6 +143,11 @@ def test_a_failing_store_raises_storage_error_then_recovers(proxy, s3_dataset):
     assert_batch(uri, reader.read([10, 30]), [10, 30], ("samples",), ("label",))
 
 
+def test_readers_of_one_process_share_its_s3_store(s3_dataset):
+    uri, _ = s3_dataset
+    assert sds_loader.BatchReader(uri).object_store is sds_loader.BatchReader(uri).object_store
+
+
 def test_a_missing_shard_is_named(s3_server, tmp_path):
     write_dataset(tmp_path, 8, functools.partial(capture, samples=512), records_per_shard=4)
     uri = upload_dataset(s3_server, tmp_path, "missing-shard")

@@ -21,7 +21,7 @@ from sds_loader.indices import normalize, normalize_one
 from sds_loader.outputs import Allocator, adopt, allocate
 from sds_loader.record_metadata import MetadataSource, describe_axes
 from sds_loader.schema import FieldSpec, Schema, TargetSpec, target_kind
-from sds_loader.stores import for_this_process, portable
+from sds_loader.stores import for_root, portable
 from sds_loader.windows import Window, crop_starts, length_key, normalize_starts
 
 
@@ -77,8 +77,7 @@ class _ProcessState:
         from sds_loader import _native
 
         self.pid = os.getpid()
-        store = for_this_process(object_store)
-        self.dataset = open_dataset(uri, object_store=store)
+        self.dataset = open_dataset(uri, object_store=for_root(uri, object_store))
         self.fallback = fallback.FallbackReader(uri, self.dataset.object_store)
         self.native_reason = native_unavailable_reason(self.dataset)
         self.table: ShardTable | None = None
