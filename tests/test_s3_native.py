@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -141,6 +142,30 @@ def test_a_failing_store_raises_storage_error_then_recovers(proxy, s3_dataset):
         reader.read([10, 30])
     proxy.reset()
     assert_batch(uri, reader.read([10, 30]), [10, 30], ("samples",), ("label",))
+
+
+def test_a_batch_opens_its_new_shards_all_at_once(proxy, s3_dataset):
+    """A batch touching four unopened shards sends all their opening requests
+    before any is answered: the proxy holds each until all have arrived."""
+    uri, _ = s3_dataset
+    reader = sds_loader.BatchReader(uri, object_store=S3ObjectStore(options=endpoint_options(proxy.url)))
+    opening = 2 * 4  # a tail and a head per shard
+    together = threading.Barrier(opening, timeout=10)
+
+    def hold_the_opening_requests(n: int, method: str, path: str) -> str:
+        if n < opening:
+            try:
+                together.wait()
+            except threading.BrokenBarrierError:
+                pass  # they came one shard after another: asserted below
+        return "pass"
+
+    proxy.reset(hold_the_opening_requests)
+    indices = [1, 13, 25, 37]  # one record in each shard
+    assert_batch(uri, reader.read(indices), indices, ("samples",))
+    assert not together.broken
+    first = [path for _, path, _ in proxy.seen[:opening]]
+    assert all("/objects/data/" in path for path in first) and len(set(first)) == 4
 
 
 def test_readers_of_one_process_share_its_s3_store(s3_dataset):

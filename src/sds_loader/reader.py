@@ -208,9 +208,15 @@ class BatchReader:
         Safe before forking DataLoader workers whatever the dataset: records
         only signal_dataset can read are read in a helper process. A corrupt
         record 0 is left to the first batch that holds it, so that the rest
-        of its dataset stays readable.
+        of its dataset stays readable. A reader that names nothing reads no
+        record here.
         """
         if len(self._process().dataset) == 0:
+            return
+        if self._fields is None and not self._targets and self._window is None:
+            # Nothing to check: the first batch learns the layout from its own
+            # first record, once the shards it touches are open (in object
+            # storage, all in one round trip and without reading record 0).
             return
         try:
             self._schema = self._probe(0)
@@ -365,6 +371,10 @@ class BatchReader:
                     f"dataset {self._uri} holds no records, so a batch of it has no fields "
                     "to return"
                 )
+            state = self._process()
+            if ordinals.size and state.table is not None:
+                # The probe reads the batch's first record: open its shard with the others.
+                self._open_shards(state, state.table.locate(ordinals)[0])
             schema = self._probe(int(ordinals[0]) if ordinals.size else 0)
 
         window_length = self._batch_window_length(ordinals, starts)
@@ -508,6 +518,7 @@ class BatchReader:
                 args += (spec.window_axis, arrays.get(length_key(spec.name)))
             field_args.append(args)
         target_args = [(target.key, target.kind, arrays[target.key]) for target in schema.targets]
+        self._open_shards(state, files)
         before = state.fetched()
         try:
             needs_fallback = state.native.read(
@@ -524,6 +535,17 @@ class BatchReader:
             )
         self.stats.fallback_records += int(positions.size)
         self.stats.native_records += int(ordinals.size - positions.size)
+
+    def _open_shards(self, state: _ProcessState, files: np.ndarray) -> None:
+        """Open the new shards among `files` together: in object storage one round
+        trip for all of them, rather than one each as the core plans the batch."""
+        if state.source is None:
+            return
+        before = state.fetched()
+        try:
+            state.source.open_shards(np.unique(files).tolist())
+        finally:
+            self._count_fetches(state, before)
 
     def _count_fetches(self, state: _ProcessState, before: tuple[int, int]) -> None:
         requests, fetched = state.fetched()

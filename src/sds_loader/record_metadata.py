@@ -61,10 +61,11 @@ class MetadataSource:
         self._codec = RecordMetadataCodec()
         self._native = None
         self._table = None
+        self._source = None
         if native_unavailable_reason(dataset) is None and len(dataset) > 0:
             self._table = shard_table(dataset, metadata=True)
-            source = sources.for_shards(dataset, self._table.paths)
-            self._native = _native.ShardSet(list(self._table.paths), self._verify, 64, source=source)
+            self._source = sources.for_shards(dataset, self._table.paths)
+            self._native = _native.ShardSet(list(self._table.paths), self._verify, 64, source=self._source)
 
     def read(self, ordinals: np.ndarray) -> list[RecordLayout]:
         """The field layouts of each ordinal (already normalised), in order."""
@@ -75,6 +76,8 @@ class MetadataSource:
 
         assert self._table is not None
         files, shard_records = self._table.locate(ordinals)
+        if self._source is not None:
+            self._source.open_shards(np.unique(files).tolist())
         payloads = _native.record_bytes(self._native, self._verify, files, shard_records)
         layouts: list[RecordLayout | None] = [
             None if payload is None else record_layout(self._codec.decode(payload)) for payload in payloads

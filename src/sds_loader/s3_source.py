@@ -31,12 +31,13 @@ What this module guarantees:
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
@@ -216,6 +217,22 @@ class S3RangeSource:
                     ) from None
             # Other exceptions propagate: the first in request order wins.
 
+    def open_shards(self, files: Iterable[int]) -> None:
+        """Open every shard of `files` this source has never opened, all at once.
+
+        Opening a shard is one round trip (its tail and its first bytes, both
+        in flight together), and the core opens the shards of a batch one
+        after another as it plans it: a batch that touches eight new shards
+        would wait for eight round trips. Called with the batch's shards
+        first, it waits for one. A shard opened before and since evicted
+        from the tail cache is reopened on demand, since the core may still
+        hold its index.
+        """
+        with self._lock:
+            new = [file for file in dict.fromkeys(files) if file not in self._etags]
+        if new:
+            self._open(new)
+
     # -- bookkeeping -------------------------------------------------------
 
     @property
@@ -278,34 +295,54 @@ class S3RangeSource:
             self._counters = FetchCounters(c.requests + requests, c.bytes + fetched, c.retries + retries)
 
     def _tail(self, file: int) -> _Tail:
-        pool = self._process()[1]
         with self._lock:
             tail = self._tails.get(file)
             if tail is not None:
                 self._tails.move_to_end(file)
                 return tail
-        head = pool.submit(self._attempts, file, lambda client: self._get_head(client, file))
+        return self._open([file])[file]
+
+    def _open(self, files: list[int]) -> dict[int, _Tail]:
+        """Fetch the tails and heads of `files`, all in flight at once, and cache them."""
+        pool = self._process()[1]
+        heads: list[Future[tuple[str, bytes]]] = []
+        tails: list[Future[_Tail]] = []
         try:
-            tail = self._attempts(file, lambda client: self._get_tail(client, file))
+            for file in files:
+                heads.append(pool.submit(self._attempts, file, functools.partial(self._get_head, file=file)))
+            # The first tail is fetched on this thread: opening one shard costs no hand-off.
+            for file in files[1:]:
+                tails.append(pool.submit(self._attempts, file, functools.partial(self._get_tail, file=file)))
+        except RuntimeError as exc:  # the pool was shut down by close()
+            for future in heads + tails:
+                future.cancel()
+            wait(heads + tails)
+            raise sds.StorageError(f"the reader of {self._uris[files[0]]} was closed during a read") from exc
+        try:
+            opened = {files[0]: self._attempts(files[0], functools.partial(self._get_tail, file=files[0]))}
         finally:
-            # Never leave the head's thread running past this call.
-            wait([head])
-        if tail.start > 0:
+            # Never leave a request running past this call.
+            wait(heads + tails)
+        for file, tail in zip(files[1:], tails, strict=True):
+            opened[file] = tail.result()  # the first failure, in the order of `files`, is raised
+        for file, head in zip(files, heads, strict=True):
+            if opened[file].start == 0:
+                continue  # the tail holds the whole shard
             try:
                 etag, data = head.result()
             except sds.StorageError:
-                pass  # the core's own read of those bytes will retry and report it
-            else:
-                if etag == tail.etag:
-                    tail.head = data
+                continue  # the core's own read of those bytes will retry and report it
+            if etag == opened[file].etag:
+                opened[file].head = data
         with self._lock:
-            first = self._etags.setdefault(file, tail.etag)
-            if first != tail.etag:
-                raise _replaced(self._uris[file])
-            self._tails[file] = tail
+            for file, tail in opened.items():
+                if self._etags.setdefault(file, tail.etag) != tail.etag:
+                    raise _replaced(self._uris[file])
+                self._tails[file] = tail
+                self._tails.move_to_end(file)
             while len(self._tails) > TAIL_CACHE_SHARDS:
                 self._tails.popitem(last=False)
-        return tail
+        return opened
 
     def _from_tail(self, file: int, offset: int, view: memoryview) -> tuple[memoryview, str]:
         """Fill what of `view` the cached head and tail hold.
@@ -328,7 +365,7 @@ class S3RangeSource:
         view[split:] = tail.data[offset + split - tail.start : end - tail.start]
         return view[:split], tail.etag
 
-    def _get_tail(self, client, file: int) -> _Tail:
+    def _get_tail(self, client, *, file: int) -> _Tail:
         bucket, key = self._parts[file]
         response = client.get_object(Bucket=bucket, Key=key, Range=f"bytes=-{TAIL_BYTES}")
         data = _read_body(response)
@@ -338,7 +375,7 @@ class S3RangeSource:
         self._count(requests=1, fetched=len(data))
         return _Tail(size=size, etag=str(response.get("ETag", "")), start=start, data=data)
 
-    def _get_head(self, client, file: int) -> tuple[str, bytes]:
+    def _get_head(self, client, *, file: int) -> tuple[str, bytes]:
         bucket, key = self._parts[file]
         response = client.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{HEAD_BYTES - 1}")
         data = _read_body(response)
