@@ -17,7 +17,8 @@ For the two BatchReader rows bytes and requests are counted by the reader
 itself (`stats.fetched_bytes`, `stats.fetch_requests`). "x own size" relates
 bytes fetched per record to the record's own stored size (the dataset's shard
 bytes over its records), so 1.0 would be reading nothing but the records.
-Each row reports the median batch of `--batches`.
+Each row reports the median batch of `--batches`; the methods take turns
+batch by batch, so a machine busy with other work slows them alike.
 """
 
 from __future__ import annotations
@@ -116,23 +117,29 @@ def run(
         ("BatchReader, cold (new reader per batch)", cold_batch, "footers included"),
         ("BatchReader, warm (footers cached)", warm_batch, ""),
     ]
-    rows = []
-    for name, method, note in methods:
-        seconds, requests, fetched = [], [], []
-        for ordinals in timed:
+    # The methods take turns batch by batch, so that load from other work on
+    # the machine falls on all of them alike and their ratio holds.
+    seconds: dict[str, list[float]] = {name: [] for name, _, _ in methods}
+    requests: dict[str, list[int | None]] = {name: [] for name, _, _ in methods}
+    fetched: dict[str, list[int]] = {name: [] for name, _, _ in methods}
+    for ordinals in timed:
+        for name, method, _ in methods:
             started = time.perf_counter()
             made, got = method(ordinals)
-            seconds.append(time.perf_counter() - started)
-            requests.append(made)
-            fetched.append(got)
-        middle = statistics.median(seconds)
-        per_record = statistics.median(fetched) / count
+            seconds[name].append(time.perf_counter() - started)
+            requests[name].append(made)
+            fetched[name].append(got)
+    rows = []
+    for name, _, note in methods:
+        middle = statistics.median(seconds[name])
+        per_record = statistics.median(fetched[name]) / count
+        made = requests[name]
         rows.append(
             RemoteRow(
                 method=name,
                 records_per_s=count / middle,
                 batch_seconds=middle,
-                requests_per_batch=None if requests[0] is None else statistics.median(requests),
+                requests_per_batch=None if made[0] is None else statistics.median(made),
                 bytes_per_record=per_record,
                 x_own_size=per_record / record_bytes,
                 note=note,
