@@ -18,11 +18,13 @@ itself (`stats.fetched_bytes`, `stats.fetch_requests`). "x own size" relates
 bytes fetched per record to the record's own stored size (the dataset's shard
 bytes over its records), so 1.0 would be reading nothing but the records.
 Each row reports the median batch of `--batches`; the methods take turns
-batch by batch, so a machine busy with other work slows them alike.
+batch by batch, so a machine busy with other work slows them alike, and
+garbage is collected before each batch, so none pays for another's.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -124,6 +126,9 @@ def run(
     fetched: dict[str, list[int]] = {name: [] for name, _, _ in methods}
     for ordinals in timed:
         for name, method, _ in methods:
+            # The garbage a method leaves (a boto3 client is thousands of
+            # objects in cycles) is collected here, not inside the next one's time.
+            gc.collect()
             started = time.perf_counter()
             made, got = method(ordinals)
             seconds[name].append(time.perf_counter() - started)
