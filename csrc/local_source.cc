@@ -214,15 +214,18 @@ uint64_t LocalSource::GatherBytes(const RangeRequest* ranges, size_t count) {
 }
 
 void LocalSource::WillNeed(const RangeRequest* ranges, size_t count) {
-  for (size_t k = 0; k < count; ++k) {
-    try {
-      // A refused hint costs only the overlap it would have bought.
-      (void)::posix_fadvise(Open(ranges[k].file)->fd, static_cast<off_t>(ranges[k].offset),
-                            static_cast<off_t>(ranges[k].size), POSIX_FADV_WILLNEED);
-    } catch (const ReaderError&) {
-      // A shard that cannot be opened fails in Fetch, naming the record.
+  std::vector<RangeRequest> wanted(ranges, ranges + count);
+  hints_.Post([this, wanted = std::move(wanted)]() {
+    for (const RangeRequest& range : wanted) {
+      try {
+        // A refused hint costs only the overlap it would have bought.
+        (void)::posix_fadvise(Open(range.file)->fd, static_cast<off_t>(range.offset),
+                              static_cast<off_t>(range.size), POSIX_FADV_WILLNEED);
+      } catch (const ReaderError&) {
+        // A shard that cannot be opened fails in Fetch, naming the record.
+      }
     }
-  }
+  });
 }
 
 }  // namespace sdsl

@@ -18,12 +18,16 @@
 #include "fork_guard.h"
 #include "recent_map.h"
 #include "shard_source.h"
+#include "task_thread.h"
 #include "worker_pool.h"
 
 namespace sdsl {
 
 class LocalSource : public ShardSource, public ForkGuarded {
  public:
+  // Announcements waiting for the hint thread; past this they are dropped.
+  static constexpr size_t kPendingHints = 64;
+
   LocalSource(std::vector<std::string> paths, size_t max_open_files);
 
   size_t num_files() const override { return paths_.size(); }
@@ -37,7 +41,9 @@ class LocalSource : public ShardSource, public ForkGuarded {
   // decode thread, so that a cold batch has many more reads in flight than
   // there are decode threads and each thread decodes while others wait.
   uint64_t GatherBytes(const RangeRequest* ranges, size_t count) override;
-  // posix_fadvise(WILLNEED): the kernel queues the reads and returns.
+  // posix_fadvise(WILLNEED) on the source's hint thread: the caller returns
+  // at once, and the kernel's page allocation and queueing of the reads
+  // overlap the caller's decoding.
   void WillNeed(const RangeRequest* ranges, size_t count) override;
 
   ~LocalSource() override { StopGuarding(); }
@@ -57,6 +63,8 @@ class LocalSource : public ShardSource, public ForkGuarded {
   WorkerPool io_;  // started on the first cold batch
   // Set per batch by GatherBytes: the batch is warm and SIGBUS is guarded.
   std::atomic<bool> copy_from_mappings_{false};
+  // Last, so that it stops (running what is queued) before the rest goes.
+  TaskThread hints_{kPendingHints};
 };
 
 }  // namespace sdsl

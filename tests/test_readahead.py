@@ -1,10 +1,9 @@
-"""Announcing upcoming records: the bytes hinted, the kernel's pages, and the sampler's timing."""
+"""Announcing upcoming records: the bytes hinted, and the kernel's pages they reach."""
 
 from __future__ import annotations
 
 import functools
 import os
-import pickle
 import time
 
 import numpy as np
@@ -14,7 +13,6 @@ import signal_dataset as sds
 from sds_factory import assert_batch, capture, read_chunks, record_chunks, shard_ordinals, write_dataset
 from sds_loader import BatchReader
 from sds_loader.cli.bench.loader import drop_pages
-from sds_loader.samplers.announcer import Announcer
 
 RECORDS = 96
 PER_SHARD = 40
@@ -104,27 +102,25 @@ def test_a_dataset_the_core_cannot_address_takes_no_hints(tmp_path) -> None:
     assert_batch(view, reader.read([2, 0]), [2, 0], ["samples"])
 
 
-def test_announcer_keeps_order_and_reports_a_failed_hint() -> None:
-    made = []
-    announcer = Announcer(made.append)
-    for k in range(50):
-        announcer.submit([k, k + 1])
-    announcer.flush()
-    assert made == [[k, k + 1] for k in range(50)]
+def test_a_forked_child_hints_and_reads_after_its_parent_did(root) -> None:
+    import multiprocessing
 
-    def refuse(items):
-        raise IndexError(f"no record {items[0]}")
+    reader = BatchReader(root, fields=["samples"])
+    ordinals = [3, 50, 51, 90]
+    assert reader.will_need(ordinals) > 0  # the parent's hint thread is running now
+    expected = reader.read(ordinals)["samples"].tobytes()
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
 
-    failing = Announcer(refuse)
-    failing.submit([7])
-    with pytest.raises(IndexError, match="no record 7"):
-        failing.flush()
-    failing.submit([8])  # the error was reported once; the thread still serves
-    with pytest.raises(IndexError, match="no record 8"):
-        failing.flush()
+    def child() -> None:
+        # The inherited reader opens its own core here and drops the parent's,
+        # whose hint thread does not exist in this process.
+        send.send((reader.will_need(ordinals), reader.read(ordinals)["samples"].tobytes()))
 
-
-def test_a_copied_announcer_starts_its_own_thread() -> None:
-    copy = pickle.loads(pickle.dumps(Announcer(functools.partial(list))))
-    copy.submit([1, 2])
-    copy.flush()
+    process = context.Process(target=child)
+    process.start()
+    assert receive.poll(60), "the child neither answered nor failed within a minute"
+    hinted, got = receive.recv()
+    process.join(60)
+    assert process.exitcode == 0
+    assert hinted > 0 and got == expected

@@ -50,7 +50,6 @@ def test_each_stretch_announces_what_follows_it(root, readahead, start) -> None:
     sampler.load_state_dict({**sampler.state_dict(), "yielded": start})
     items = sampler.rank_items()
     for position, item in enumerate(sampler, start):
-        sampler._announcer.flush()
         assert item == items[position]
         if readahead == 0:
             assert dataset.announced == []
@@ -61,16 +60,16 @@ def test_each_stretch_announces_what_follows_it(root, readahead, start) -> None:
     assert flat(dataset.announced) == ([] if readahead == 0 else items[start:])
 
 
-def test_default_readahead_is_one_stretch_and_left_out_of_the_state(root) -> None:
+def test_default_readahead_is_two_stretches_and_left_out_of_the_state(root) -> None:
     sampler = ShardAwareSampler(Recording(root), run_length=4, runs_mixed=3)
-    assert sampler.readahead == 12
+    assert sampler.readahead == 24
     assert ShardAwareSampler(Recording(root), run_length=4, runs_mixed=3, readahead=0).state_dict() == sampler.state_dict()
     with pytest.raises(ValueError, match="readahead must be zero or more"):
         ShardAwareSampler(root, readahead=-1)
 
 
 def test_a_uri_takes_no_announcements(root) -> None:
-    assert ShardAwareSampler(root)._announcer is None
+    assert ShardAwareSampler(root)._announce is None
     assert len(list(ShardAwareSampler(root))) == RECORDS
 
 

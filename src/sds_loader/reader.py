@@ -409,13 +409,15 @@ class BatchReader:
         """Tell the storage that `indices` will be read soon; returns the bytes announced.
 
         For shards in local files the kernel is asked to start reading the
-        chunks that hold these records (``posix_fadvise(WILLNEED)``) and the
-        call returns without waiting, so a later `read` of them finds their
-        pages in the page cache, or on their way there. Called with the
+        chunks that hold these records (``posix_fadvise(WILLNEED)``, from a
+        native thread of the reader's, since the kernel allocates the pages
+        before it returns) and the call returns at once, so a later `read`
+        of them finds their pages in the page cache, or on their way there. Called with the
         *next* batch while this one decodes, it keeps a cold disk busy
         instead of idle between batches; `ShardAwareSampler` does so. On a
         warm cache it costs a page-cache lookup per page; elsewhere (object
         storage, shards this core cannot read) it does nothing and returns 0.
+        While 64 announcements wait for that thread, more are dropped.
         Whole chunks are announced, also under a window that reads part of
         one. A hint never raises for a record that cannot be read: the read
         of it does.

@@ -35,6 +35,31 @@ The two knobs trade locality for mixing:
   fewer records of each. Choose ``run_length * runs_mixed`` near the batch
   size.
 
+A third knob keeps the disk busy while the cores decode:
+
+- `readahead` (default: two stretches, ``2 * run_length * runs_mixed``): at
+  the start of each stretch of ``run_length * runs_mixed`` records the
+  sampler announces the records up to `readahead` past that stretch to the
+  dataset (`SDSTorchDataset.will_need`: for local shards
+  ``posix_fadvise(WILLNEED)`` on a native thread, so the call returns at
+  once), and the kernel reads the next batches' runs while this one
+  decodes. Without it a cold epoch waits for the disk and decodes by turns.
+  The page cache is shared, so announcements made in the main process serve
+  DataLoader workers too. The cost is page cache: `readahead` records held
+  ahead (32 MiB of 64 KiB records at the defaults). One stretch ahead was as
+  fast on zstd shards but could leave a disk-bound epoch (uncompressed
+  shards) waiting on pages still in flight; more than two bought nothing.
+  0 turns it off. It does not change the order, so a state saved under one
+  `readahead` resumes under another. A dataset without `will_need` (a URI
+  string, another Dataset class) gets no announcements.
+
+Measured with ``sds-loader bench --loader`` on the development machine's
+virtual disk (2 cores shared with other benchmarks), see the README's
+"Shard-aware shuffling" for the numbers. That disk serves random 64 KiB
+reads, 16 in flight, at about two thirds of the speed of 1 MiB ones, so
+longer runs gain little there: runs of 32 mixed by 8 were no faster than 16
+by 16, and the defaults stay with the better mixing.
+
 With ``shuffle=False`` the order is the dataset's own: the best locality, no
 mixing (an evaluation pass, say).
 
@@ -54,7 +79,6 @@ import numpy as np
 import signal_dataset as sds
 
 from sds_loader.addressing import shard_table
-from sds_loader.samplers.announcer import Announcer
 from sds_loader.samplers.contract import EpochSampler, non_negative_int, positive_int
 
 
@@ -131,11 +155,10 @@ class ShardAwareSampler(EpochSampler[int]):
         self.run_length = positive_int("run_length", run_length)
         self.runs_mixed = positive_int("runs_mixed", runs_mixed)
         stretch = self.run_length * self.runs_mixed
-        self.readahead = stretch if readahead is None else non_negative_int("readahead", readahead)
-        #: Where upcoming records are announced (`will_need`), or None.
+        self.readahead = 2 * stretch if readahead is None else non_negative_int("readahead", readahead)
         announce = getattr(dataset, "will_need", None)
-        #: Announces upcoming records to the dataset (`will_need`), or None.
-        self._announcer = Announcer(announce) if callable(announce) else None
+        #: The dataset's `will_need`, to which upcoming records are announced, or None.
+        self._announce = announce if callable(announce) else None
         count, starts, skips = _stored_runs(dataset)
         self._count = count
         #: First ordinal of each run; the last entry is the record count.
@@ -176,8 +199,8 @@ class ShardAwareSampler(EpochSampler[int]):
         return order
 
     def _count_out(self, items: list[int], start: int) -> Iterator[int]:
-        announcer = self._announcer
-        if announcer is None or self.readahead == 0:
+        announce = self._announce
+        if announce is None or self.readahead == 0:
             yield from super()._count_out(items, start)
             return
         # At the start of each stretch of run_length * runs_mixed records
@@ -189,7 +212,7 @@ class ShardAwareSampler(EpochSampler[int]):
             if (position - start) % stretch == 0:
                 until = min(len(items), position + stretch + self.readahead)
                 if until > announced:
-                    announcer.submit(items[announced:until])
+                    announce(items[announced:until])
                     announced = until
             self._yielded += 1
             yield items[position]
