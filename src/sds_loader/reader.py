@@ -431,15 +431,15 @@ class BatchReader:
         chunks that hold these records (``posix_fadvise(WILLNEED)``, from a
         native thread of the reader's, since the kernel allocates the pages
         before it returns) and the call returns at once, so a later `read`
-        of them finds their pages in the page cache, or on their way there. Called with the
-        *next* batch while this one decodes, it keeps a cold disk busy
-        instead of idle between batches; `ShardAwareSampler` does so. On a
-        warm cache it costs a page-cache lookup per page; elsewhere (object
-        storage, shards this core cannot read) it does nothing and returns 0.
-        While 64 announcements wait for that thread, more are dropped.
-        Whole chunks are announced, also under a window that reads part of
-        one. A hint never raises for a record that cannot be read: the read
-        of it does.
+        of them finds their pages in the page cache, or on their way there.
+        Called with the *next* batch while this one decodes, it keeps a cold
+        disk busy instead of idle between batches; `ShardAwareSampler` does
+        so. On a warm cache it costs a page-cache lookup per page; elsewhere
+        (object storage, shards this core cannot read) it does nothing and
+        returns 0. While 64 announcements wait for that thread, more are
+        dropped. Whole chunks are announced, also under a window that reads
+        part of one. A hint never raises for a record that cannot be read:
+        the read of it does.
         """
         ordinals = normalize(indices, len(self))
         state = self._process()

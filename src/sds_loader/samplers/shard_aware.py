@@ -49,9 +49,9 @@ A third knob keeps the disk busy while the cores decode:
   workers too. The cost is page cache: `readahead` records held ahead (32
   MiB of 64 KiB records at the defaults). Uncompressed records take little
   more than a copy to decode, so their cold epoch runs at the disk's pace
-  with nothing to overlap, and announcing ahead made it slower (0.7-0.9x
-  here: those reads compete with the batch's own); hence 0 for them by
-  default, which a slow, high-latency disk may still want to override. One
+  with nothing to overlap, and announcing ahead made it slower in most runs
+  here (0.7-0.9x; those reads compete with the batch's own); hence 0 for
+  them by default, which a slow, high-latency disk may want to override. One
   stretch ahead was as fast as two on zstd shards, more bought nothing. It
   does not change the order, so a state saved under one `readahead` resumes
   under another. A dataset without `will_need` (a URI string, another
