@@ -238,6 +238,9 @@ def cold_rows(plan: Plan, batch_size: int, *, repeats: int = REPEATS, workers: i
         for name, order in orders.items():
             sampler = None if order is None else functools.partial(order, seed=repeat)
             loader = _loader(plan, batch_size, workers=workers, sampler=sampler, seed=repeat)
+            # The kernel keeps pages a process has mapped, and a reader maps
+            # the shards it reads warm: it lets go of its files first.
+            loader.dataset.reader.close()
             drop_pages(paths)
             records, _, wall, _ = _epochs(loader, 1)
             rate[name] = records / wall
