@@ -355,17 +355,6 @@ PYBIND11_MODULE(_native, m) {
       py::arg("shard_set"), py::arg("files"), py::arg("records"),
       "Tells the shards' source that these records will be read soon; returns the bytes hinted.");
   m.def(
-      "written_uncompressed",
-      [](sdsl::ShardSet& set, size_t file) {
-        if (file >= set.num_files()) {
-          throw py::index_error("shard number " + std::to_string(file) + " is out of range");
-        }
-        py::gil_scoped_release release;
-        return set.Open(file)->index.WrittenUncompressed();
-      },
-      py::arg("shard_set"), py::arg("file"),
-      "Whether the writer's options for shard `file` asked for no compression (its footer says).");
-  m.def(
       "shard_summary",
       [](const std::string& path) {
         sdsl::ShardSummary summary;

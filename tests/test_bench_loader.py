@@ -49,7 +49,6 @@ def test_loader_bench_prints_and_writes_every_row(capsys, small_root, tmp_path, 
         "ShardAwareSampler(readahead=16) / shuffle=True, cold",
         "bound: warm ShardAwareSampler / cold shuffle=True",
     ]
-    # The dataset is zstd: readahead is the sampler's default for it.
     defaults = [row.split(" | ")[1] for row in rows if "the sampler's default" in row]
     assert defaults == ["cold epoch, ShardAwareSampler(readahead=16)", "ShardAwareSampler(readahead=16) / shuffle=True, cold"]
     for row in rows:

@@ -99,7 +99,6 @@ def test_a_dataset_the_core_cannot_address_takes_no_hints(tmp_path) -> None:
     sds.open(str(base)).select([3, 1, 2]).publish(view, dataset_id="picked", snapshot_id="v1")
     reader = BatchReader(view, fields=["samples"])
     assert reader.will_need([0, 1, 2]) == 0
-    assert reader.written_uncompressed is None
     assert_batch(view, reader.read([2, 0]), [2, 0], ["samples"])
 
 
@@ -125,9 +124,3 @@ def test_a_forked_child_hints_and_reads_after_its_parent_did(root) -> None:
     process.join(60)
     assert process.exitcode == 0
     assert hinted > 0 and got == expected
-
-
-@pytest.mark.parametrize(("options", "expected"), [(None, False), ("group_size:1,uncompressed", True)])
-def test_the_reader_knows_shards_written_uncompressed(tmp_path, options, expected) -> None:
-    write_dataset(tmp_path, 6, records_per_shard=3, writer_options=options)
-    assert BatchReader(str(tmp_path)).written_uncompressed is expected

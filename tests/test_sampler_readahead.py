@@ -68,15 +68,6 @@ def test_default_readahead_is_two_stretches_and_left_out_of_the_state(root) -> N
         ShardAwareSampler(root, readahead=-1)
 
 
-def test_shards_written_uncompressed_get_no_readahead_by_default(root, tmp_path) -> None:
-    uncompressed = tmp_path / "uncompressed"
-    write_dataset(uncompressed, 40, functools.partial(capture, samples=64), records_per_shard=20,
-                  writer_options="group_size:1,uncompressed")
-    assert ShardAwareSampler(SDSTorchDataset(str(uncompressed)), run_length=2, runs_mixed=4).readahead == 0
-    assert ShardAwareSampler(SDSTorchDataset(str(uncompressed)), readahead=64).readahead == 64
-    assert ShardAwareSampler(SDSTorchDataset(root), run_length=2, runs_mixed=4).readahead == 16
-
-
 def test_a_uri_takes_no_announcements(root) -> None:
     assert ShardAwareSampler(root)._announce is None
     assert len(list(ShardAwareSampler(root))) == RECORDS

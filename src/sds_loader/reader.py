@@ -405,25 +405,6 @@ class BatchReader:
         self.stats.batches += 1
         return arrays
 
-    @property
-    def written_uncompressed(self) -> bool | None:
-        """Whether the first data shard was written uncompressed; None where the native core cannot tell.
-
-        Read from that shard's footer (the writer's options), so it costs one
-        footer read at most. Reading uncompressed records is little more than
-        a copy out of the page cache, so their cold reads are paced by the
-        disk alone: `ShardAwareSampler` announces nothing ahead for them.
-        """
-        state = self._process()
-        if state.native is None or state.native.num_files == 0:
-            return None
-        from sds_loader import _native
-
-        try:
-            return bool(_native.written_uncompressed(state.native, 0))
-        except (OSError, CorruptDatasetError):  # the read that needs the shard reports it
-            return None
-
     def will_need(self, indices: Iterable[int] | np.ndarray) -> int:
         """Tell the storage that `indices` will be read soon; returns the bytes announced.
 

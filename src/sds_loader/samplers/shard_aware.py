@@ -37,25 +37,23 @@ The two knobs trade locality for mixing:
 
 A third knob keeps the disk busy while the cores decode:
 
-- `readahead` (default: two stretches, ``2 * run_length * runs_mixed``, or
-  0 for shards written uncompressed): at the start of each stretch of
-  ``run_length * runs_mixed`` records the sampler announces the records up
-  to `readahead` past that stretch to the dataset
-  (`SDSTorchDataset.will_need`: for local shards ``posix_fadvise(WILLNEED)``
-  on a native thread, so the call returns at once), and the kernel reads
-  the next batches' runs while this one decodes. Without it a cold epoch of
-  zstd shards waits for the disk and decodes by turns. The page cache is
-  shared, so announcements made in the main process serve DataLoader
-  workers too. The cost is page cache: `readahead` records held ahead (32
-  MiB of 64 KiB records at the defaults). Uncompressed records take little
-  more than a copy to decode, so their cold epoch runs at the disk's pace
-  with nothing to overlap, and announcing ahead made it slower in most runs
-  here (0.7-0.9x; those reads compete with the batch's own); hence 0 for
-  them by default, which a slow, high-latency disk may want to override. One
-  stretch ahead was as fast as two on zstd shards, more bought nothing. It
-  does not change the order, so a state saved under one `readahead` resumes
-  under another. A dataset without `will_need` (a URI string, another
-  Dataset class) gets no announcements.
+- `readahead` (default: two stretches, ``2 * run_length * runs_mixed``): at
+  the start of each stretch of ``run_length * runs_mixed`` records the
+  sampler announces the records up to `readahead` past that stretch to the
+  dataset (`SDSTorchDataset.will_need`: for local shards
+  ``posix_fadvise(WILLNEED)`` on a native thread, so the call returns at
+  once), and the kernel reads the next batches' runs while this one
+  decodes. Without it a cold epoch waits for the disk and decodes by turns.
+  The page cache is shared, so announcements made in the main process serve
+  DataLoader workers too. The cost is page cache: `readahead` records held
+  ahead (32 MiB of 64 KiB records at the defaults). It gains most where
+  decoding is slow (zstd shards); uncompressed shards, whose cold epoch runs
+  at the disk's pace, gained less, and on one build of this reader, whose
+  cold reads of them kept fewer reads in flight, lost (0.7-0.9x). One
+  stretch ahead was as fast as two on zstd shards; more bought nothing. 0
+  turns it off. It does not change the order, so a state saved under one
+  `readahead` resumes under another. A dataset without `will_need` (a URI
+  string, another Dataset class) gets no announcements.
 
 Measured with ``sds-loader bench --loader`` on the development machine's
 virtual disk (2 cores shared with other benchmarks), see the README's
@@ -113,12 +111,6 @@ def _stored_runs(dataset: object) -> tuple[int, np.ndarray, np.ndarray]:
     return count, np.array([0, count], dtype=np.int64), np.zeros(1, dtype=np.int64)
 
 
-def _written_uncompressed(dataset: object) -> bool:
-    """Whether `dataset` (or its reader) says its shards were written uncompressed."""
-    reader = getattr(dataset, "reader", dataset)
-    return getattr(reader, "written_uncompressed", None) is True
-
-
 def cut_runs(starts: np.ndarray, skips: np.ndarray, run_length: int) -> np.ndarray:
     """First ordinal of every run, plus the record count as a closing sentinel.
 
@@ -165,7 +157,7 @@ class ShardAwareSampler(EpochSampler[int]):
         self.run_length = positive_int("run_length", run_length)
         self.runs_mixed = positive_int("runs_mixed", runs_mixed)
         if readahead is None:
-            readahead = 0 if _written_uncompressed(dataset) else 2 * self.run_length * self.runs_mixed
+            readahead = 2 * self.run_length * self.runs_mixed
         self.readahead = non_negative_int("readahead", readahead)
         announce = getattr(dataset, "will_need", None)
         #: The dataset's `will_need`, to which upcoming records are announced, or None.

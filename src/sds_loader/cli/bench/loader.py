@@ -18,8 +18,7 @@ holds it, on each variant of the dataset:
 - **cold**: one epoch with every shard's pages dropped from the page cache
   first (``posix_fadvise(DONTNEED)``), in `ShardAwareSampler` order
   without and with readahead (two batches ahead) against ``shuffle=True``,
-  and the ratios of records/s; a note marks the sampler's default for the
-  shards. A warm epoch of the sampler's DataLoader is decoding's pace: once
+  and the ratios of records/s (readahead of two batches is the default). A warm epoch of the sampler's DataLoader is decoding's pace: once
   the disk keeps up, no cold order runs faster. On a disk that holds the dataset in its own
   cache (a VM's virtual disk, say), "cold" is warmer than a real cold read,
   and the ratio smaller.
@@ -202,7 +201,6 @@ def cold_rows(plan: Plan, batch_size: int, *, repeats: int = REPEATS, workers: i
 
     The warm epoch (the sampler's DataLoader again, its pages now cached)
     is decoding's pace: once the disk keeps up, no cold order runs faster.
-    The note says which readahead is the sampler's default for the shards.
     """
     from sds_loader.samplers import ShardAwareSampler
 
@@ -253,9 +251,8 @@ def cold_rows(plan: Plan, batch_size: int, *, repeats: int = REPEATS, workers: i
             row.values.append(rate[name])
         for name, row in ratios.items():
             row.values.append(rate[name] / rate["shuffle"])
-    default = "no_readahead" if _dataset(plan).reader.written_uncompressed else "readahead"
-    for row in (rows[default], ratios[default]):
-        row.note = "the sampler's default for these shards"
+    for row in (rows["readahead"], ratios["readahead"]):
+        row.note = "the sampler's default"
     return [*rows.values(), *ratios.values()]
 
 
