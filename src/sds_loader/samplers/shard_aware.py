@@ -47,10 +47,10 @@ A third knob keeps the disk busy while the cores decode:
   The page cache is shared, so announcements made in the main process serve
   DataLoader workers too. The cost is page cache: `readahead` records held
   ahead (32 MiB of 64 KiB records at the defaults). It gains most where
-  decoding is slow (zstd shards); uncompressed shards, whose cold epoch runs
-  at the disk's pace, gained less, and on one build of this reader, whose
-  cold reads of them kept fewer reads in flight, lost (0.7-0.9x). One
-  stretch ahead was as fast as two on zstd shards; more bought nothing. 0
+  decoding is slow: on the development disk a cold epoch of zstd shards
+  went from 1.03-1.10x to 1.52-1.59x of ``shuffle=True``, of uncompressed
+  ones, which the disk paces, from 1.09-1.16x to 1.23-1.30x. One stretch
+  ahead was as fast as two on zstd shards; more bought nothing. 0
   turns it off. It does not change the order, so a state saved under one
   `readahead` resumes under another. A dataset without `will_need` (a URI
   string, another Dataset class) gets no announcements.
