@@ -17,13 +17,45 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
   return text + ")";
 }
 
-// Parses `header` into scratch->parsed unless it is the header parsed last.
+// Headers up to this size are kept among the earlier ones; larger ones
+// (many tensors) are rare and would hold much memory per thread.
+constexpr uint64_t kEarlierHeaderBytes = 4096;
+constexpr size_t kEarlierHeaders = 4;
+
+bool Matches(const std::vector<uint8_t>& from, uint64_t from_data_size, const uint8_t* header,
+             uint64_t header_size, uint64_t data_size) {
+  return from_data_size == data_size && from.size() == header_size &&
+         std::memcmp(from.data(), header, static_cast<size_t>(header_size)) == 0;
+}
+
+// Makes scratch->parsed the parse of `header`: the last one parsed, one of
+// the few before it (swapped in), or a new parse.
 void ParseHeaderOnce(const uint8_t* header, uint64_t header_size, uint64_t data_size,
                      RecordScratch* scratch) {
-  if (scratch->parsed_valid && scratch->parsed_data_size == data_size &&
-      scratch->parsed_from.size() == header_size &&
-      std::memcmp(scratch->parsed_from.data(), header, static_cast<size_t>(header_size)) == 0) {
+  if (scratch->parsed_valid &&
+      Matches(scratch->parsed_from, scratch->parsed_data_size, header, header_size, data_size)) {
     return;
+  }
+  for (ParsedHeader& earlier : scratch->earlier_headers) {
+    if (!earlier.valid || !Matches(earlier.from, earlier.data_size, header, header_size, data_size)) {
+      continue;
+    }
+    // Swapped, so the displaced current header stays at hand in its place.
+    std::swap(earlier.header, scratch->parsed);
+    std::swap(earlier.from, scratch->parsed_from);
+    std::swap(earlier.data_size, scratch->parsed_data_size);
+    earlier.valid = scratch->parsed_valid;
+    scratch->parsed_valid = true;
+    return;
+  }
+  if (scratch->parsed_valid && scratch->parsed_from.size() <= kEarlierHeaderBytes) {
+    if (scratch->earlier_headers.size() < kEarlierHeaders) scratch->earlier_headers.emplace_back();
+    ParsedHeader& slot =
+        scratch->earlier_headers[scratch->next_earlier++ % scratch->earlier_headers.size()];
+    std::swap(slot.header, scratch->parsed);
+    std::swap(slot.from, scratch->parsed_from);
+    slot.data_size = scratch->parsed_data_size;
+    slot.valid = true;
   }
   // A parse that throws leaves `parsed` half filled: mark it unusable first,
   // so that no later record (this scratch is pooled) matches it.

@@ -40,6 +40,14 @@ struct BatchLayout {
   WindowSpec window;
 };
 
+// A SafeTensors header parsed earlier, with the bytes it was parsed from.
+struct ParsedHeader {
+  std::vector<uint8_t> from;
+  uint64_t data_size = 0;
+  bool valid = false;
+  SafeTensorsHeader header;
+};
+
 struct RecordScratch {
   std::vector<uint8_t> header;
   // Records of one dataset usually share a header byte for byte; the last
@@ -47,6 +55,11 @@ struct RecordScratch {
   std::vector<uint8_t> parsed_from;
   uint64_t parsed_data_size = 0;
   bool parsed_valid = false;  // false while `parsed` is being (re)built
+  // A few headers parsed before the last: headers differ where the
+  // descriptor's length does (an id or a number one digit longer), so most
+  // records alternate between a handful of them.
+  std::vector<ParsedHeader> earlier_headers;
+  size_t next_earlier = 0;  // the slot the next displaced header goes to
   std::vector<uint8_t> descriptor;
   SafeTensorsHeader parsed;
   Descriptor described;

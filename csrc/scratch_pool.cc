@@ -42,6 +42,7 @@ void WorkerScratch::FreeBuffersOver(size_t limit) {
   });
   // The cached header is gone or may be: parse the next one afresh.
   record_scratch.parsed_valid = false;
+  if (limit == 0) record_scratch.earlier_headers.clear();
 }
 
 std::unique_ptr<WorkerScratch> ScratchPool::Acquire() {
