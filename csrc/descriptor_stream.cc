@@ -261,7 +261,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   }
 
   void OnAxisMember(const std::string& key, const Scalar& value) {
-    const std::string where = FieldWhere() + " axis";
+    // Built only for a message: every record's every axis passes here.
+    const auto where = [this] { return FieldWhere() + " axis"; };
     if (key == "name") {
       if (!value.is_string() || value.text->empty()) Malformed(FieldWhere() + " has an invalid axis name");
       for (const std::string& name : axis_names_) {
@@ -275,34 +276,34 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
       } else if (value.type == json::value_t::number_integer && value.integer >= 0) {
         axis_length_ = static_cast<uint64_t>(value.integer);
       } else {
-        Malformed(where + " length is not a nonnegative integer");
+        Malformed(where() + " length is not a nonnegative integer");
       }
       axis_has_length_ = true;
     } else if (key == "role" || key == "id") {
-      if (!value.is_null() && !value.is_string()) Malformed(where + " " + key + " is not a string");
+      if (!value.is_null() && !value.is_string()) Malformed(where() + " " + key + " is not a string");
       if (key == "id") axis_id_ = value.is_string() ? *value.text : std::string();
     } else if (key == "metadata") {
-      MetadataScalar(value, where);
+      if (!value.falsy()) MetadataScalar(value, where());
     } else if (key == "coordinate") {
-      if (!value.is_null()) Malformed(where + " coordinate is not an object");
+      if (!value.is_null()) Malformed(where() + " coordinate is not an object");
     }
   }
 
   void OnCoordinateMember(const std::string& key, const Scalar& value) {
-    const std::string where = FieldWhere() + " axis coordinate";
+    const auto where = [this] { return FieldWhere() + " axis coordinate"; };
     if (key == "values") {
-      if (!value.is_null()) Malformed(where + " values are not a list");
+      if (!value.is_null()) Malformed(where() + " values are not a list");
     } else if (key == "start" || key == "step") {
-      if (!value.is_null() && !value.is_number()) Malformed(where + " " + key + " is not a number");
+      if (!value.is_null() && !value.is_number()) Malformed(where() + " " + key + " is not a number");
       (key == "start" ? coordinate_start_ : coordinate_step_) = value.is_number();
     } else if (key == "reference") {
-      if (!value.is_null() && !value.is_string()) Malformed(where + " reference is not a string");
+      if (!value.is_null() && !value.is_string()) Malformed(where() + " reference is not a string");
       coordinate_reference_ = value.is_string();
       if (value.is_string() && !value.text->empty()) references_.push_back(*value.text);
     } else if (key == "unit") {
-      if (!value.is_null() && !value.is_string()) Malformed(where + " unit is not a string");
+      if (!value.is_null() && !value.is_string()) Malformed(where() + " unit is not a string");
     } else if (key == "metadata") {
-      MetadataScalar(value, where);
+      if (!value.falsy()) MetadataScalar(value, where());
     }
   }
 
