@@ -17,7 +17,12 @@ struct GuardedCopy {
 };
 
 // Set only around the memcpy calls; the thread's own, so the handler, which
-// runs on the faulting thread, finds exactly that thread's copy.
+// runs on the faulting thread, finds exactly that thread's copy. Initial-exec
+// so that reading it in the handler never allocates: a thread that never
+// copied would otherwise have its block made inside a signal handler.
+#if defined(__GNUC__)
+__attribute__((tls_model("initial-exec")))
+#endif
 thread_local GuardedCopy* volatile t_copy = nullptr;
 
 std::mutex g_install_mutex;
