@@ -119,10 +119,11 @@ class BatchReader:
     """Read batches of SDS records, verified and decoded, into one array per field.
 
     The native core groups a batch's ordinals by shard and chunk, reads each run
-    of adjacent chunks with one `pread`, checks every hash, decompresses each
-    chunk once however many of its records were asked for, and writes every
-    selected field straight into its row of the output. Python is touched once
-    per batch, not per record.
+    of adjacent chunks in one copy (from a mapping of the shard while it is in
+    the page cache, with `preadv` from the disk), checks every hash,
+    decompresses each chunk once however many of its records were asked for,
+    and writes every selected field straight into its row of the output.
+    Python is touched once per batch, not per record.
 
     `fields=None` selects every field of the first record read. `targets` are
     scalar keys of each record's metadata (such as ``"label"``), returned as
