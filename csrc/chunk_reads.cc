@@ -125,14 +125,10 @@ FileWindow ReadWindow(const ShardFile& file, uint64_t begin, uint64_t end,
   const StrippedLayout layout = LayoutWithoutBlockHeaders(begin, end);
   data->resize(static_cast<size_t>(layout.data_bytes));
   headers->resize(static_cast<size_t>(layout.header_bytes));
-  SplitAtBlockHeaders(begin, end, data->data(), headers->data(), &scratch->read_pieces);
   std::vector<RangeRequest>& requests = scratch->requests;
   requests.clear();
-  uint64_t at = begin;
-  for (const MutableSpan& piece : scratch->read_pieces) {
-    requests.push_back(RangeRequest{file.number(), at, piece.size, piece.data});
-    at += piece.size;
-  }
+  AppendSplitReads(file.number(), begin, end, data->data(), headers->data(), &scratch->read_pieces,
+                   &requests);
   Fetch(file, begin, end - begin, requests);
   FileWindow window{data->data(), begin, size};
   window.block_headers = headers->data();
@@ -186,11 +182,9 @@ void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
   scratch->block_headers.clear();
   if (rest_end > head_end) {
     const StrippedLayout rest = LayoutWithoutBlockHeaders(head_end, rest_end);
-    // Grown only: most of these bytes go to rows, and zero-filling the
-    // scratch they skip costs as much as a tenth of the copy.
-    if (scratch->file_bytes.size() < rest.data_bytes) {
-      scratch->file_bytes.resize(static_cast<size_t>(rest.data_bytes));
-    }
+    // Most of these bytes go to rows: zero-filling the scratch they skip
+    // cost as much as a tenth of the copy.
+    GrowTo(&scratch->file_bytes, rest.data_bytes);
     scratch->block_headers.resize(static_cast<size_t>(rest.header_bytes));
     SplitAtBlockHeaders(head_end, rest_end, scratch->file_bytes.data(),
                         scratch->block_headers.data(), &scratch->read_pieces);

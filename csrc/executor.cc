@@ -52,28 +52,32 @@ std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint6
 
 void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, bool gathering,
                     ShardSource& source, const RunWork& work, WorkerScratch* scratch) {
+  // What each run of the slice takes in scratch: nothing for a run that
+  // reads itself; its bytes without their block headers where the work
+  // allows it and the run does not begin inside one (only a damaged footer
+  // points there); else its bytes as they lie.
+  struct RunFetch {
+    bool fetched = false;
+    bool split = false;
+    StrippedLayout layout;
+    FileWindow window;  // where it lands, once requested
+  };
   const size_t count = slice.last - slice.first;
-  std::vector<bool> fetched(count, true);
-  std::vector<FileWindow> windows(count);
+  std::vector<RunFetch> fetches(count);
   uint64_t data_bytes = 0, header_bytes = 0;
   for (size_t r = slice.first; r < slice.last; ++r) {
     const Run& run = runs[r];
-    fetched[r - slice.first] = !work.reads_itself || !work.reads_itself(run, *scratch, gathering);
-    if (!fetched[r - slice.first]) continue;
-    if (!work.split_block_headers || BeginsInsideBlockHeader(run.begin)) {
-      data_bytes += RunBytes(run);
-      continue;
-    }
-    const StrippedLayout layout = LayoutWithoutBlockHeaders(run.begin, run.end);
-    data_bytes += layout.data_bytes;
-    header_bytes += layout.header_bytes;
+    RunFetch& fetch = fetches[r - slice.first];
+    fetch.fetched = !work.reads_itself || !work.reads_itself(run, *scratch, gathering);
+    if (!fetch.fetched) continue;
+    fetch.split = work.split_block_headers && !BeginsInsideBlockHeader(run.begin);
+    fetch.layout = fetch.split ? LayoutWithoutBlockHeaders(run.begin, run.end)
+                             : StrippedLayout{RunBytes(run), 0};
+    data_bytes += fetch.layout.data_bytes;
+    header_bytes += fetch.layout.header_bytes;
   }
-  // Grown, never shrunk: a resize that grows zero-fills, and runs that read
-  // themselves would otherwise make every next run pay for that again.
-  if (scratch->file_bytes.size() < data_bytes) scratch->file_bytes.resize(static_cast<size_t>(data_bytes));
-  if (scratch->run_block_headers.size() < header_bytes) {
-    scratch->run_block_headers.resize(static_cast<size_t>(header_bytes));
-  }
+  GrowTo(&scratch->file_bytes, data_bytes);
+  GrowTo(&scratch->run_block_headers, header_bytes);
   std::vector<RangeRequest>& requests = scratch->requests;
   requests.clear();
   std::vector<std::pair<size_t, size_t>> requested;  // (run, its first request)
@@ -81,7 +85,8 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, bool gathe
   uint8_t* headers = scratch->run_block_headers.data();
   for (size_t r = slice.first; r < slice.last; ++r) {
     const Run& run = runs[r];
-    if (!fetched[r - slice.first]) continue;
+    RunFetch& fetch = fetches[r - slice.first];
+    if (!fetch.fetched) continue;
     try {
       run.shard->file->CheckRange(run.begin, RunBytes(run));
     } catch (const ReaderError& error) {
@@ -89,25 +94,15 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, bool gathe
     }
     const size_t file = run.shard->file->number();
     requested.emplace_back(r, requests.size());
-    FileWindow& window = windows[r - slice.first];
-    window.data = data;
-    window.begin = run.begin;
-    window.size = RunBytes(run);
-    if (!work.split_block_headers || BeginsInsideBlockHeader(run.begin)) {
+    fetch.window = FileWindow{data, run.begin, RunBytes(run)};
+    if (fetch.split) {
+      fetch.window.block_headers = headers;
+      AppendSplitReads(file, run.begin, run.end, data, headers, &scratch->read_pieces, &requests);
+    } else {
       requests.push_back(RangeRequest{file, run.begin, RunBytes(run), data});
-      data += RunBytes(run);
-      continue;
     }
-    window.block_headers = headers;
-    const StrippedLayout layout = LayoutWithoutBlockHeaders(run.begin, run.end);
-    SplitAtBlockHeaders(run.begin, run.end, data, headers, &scratch->read_pieces);
-    uint64_t at = run.begin;
-    for (const MutableSpan& piece : scratch->read_pieces) {
-      requests.push_back(RangeRequest{file, at, piece.size, piece.data});
-      at += piece.size;
-    }
-    data += layout.data_bytes;
-    headers += layout.header_bytes;
+    data += fetch.layout.data_bytes;
+    headers += fetch.layout.header_bytes;
   }
   try {
     if (!requests.empty()) source.Fetch(requests.data(), requests.size());
@@ -125,7 +120,8 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, bool gathe
     }
   }
   for (size_t r = slice.first; r < slice.last; ++r) {
-    work.decode(runs[r], fetched[r - slice.first] ? &windows[r - slice.first] : nullptr, scratch);
+    const RunFetch& fetch = fetches[r - slice.first];
+    work.decode(runs[r], fetch.fetched ? &fetch.window : nullptr, scratch);
   }
 }
 

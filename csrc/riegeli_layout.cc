@@ -94,6 +94,16 @@ void SplitAtBlockHeaders(uint64_t begin, uint64_t end, uint8_t* data, uint8_t* h
   }
 }
 
+void AppendSplitReads(size_t file, uint64_t begin, uint64_t end, uint8_t* data, uint8_t* headers,
+                      std::vector<MutableSpan>* pieces, std::vector<RangeRequest>* requests) {
+  SplitAtBlockHeaders(begin, end, data, headers, pieces);
+  uint64_t at = begin;
+  for (const MutableSpan& piece : *pieces) {
+    requests->push_back(RangeRequest{file, at, piece.size, piece.data});
+    at += piece.size;
+  }
+}
+
 void LogicalRange(const FileWindow& window, uint64_t pos, uint64_t size, bool verify,
                   const char* what, Pieces* out, uint64_t* next) {
   out->Clear();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "byte_span.h"
+#include "shard_source.h"
 
 namespace sdsl {
 
@@ -56,6 +57,11 @@ struct MutableSpan {
 // block_headers is `headers`.
 void SplitAtBlockHeaders(uint64_t begin, uint64_t end, uint8_t* data, uint8_t* headers,
                          std::vector<MutableSpan>* pieces);
+
+// Appends to `requests` the reads of shard `file` that fill those pieces, in
+// file order (`pieces` is scratch).
+void AppendSplitReads(size_t file, uint64_t begin, uint64_t end, uint8_t* data, uint8_t* headers,
+                      std::vector<MutableSpan>* pieces, std::vector<RangeRequest>* requests);
 
 bool BeginsInsideBlockHeader(uint64_t pos);
 

@@ -25,6 +25,13 @@ struct RowRoute {
   uint8_t* dst = nullptr;
 };
 
+// Grows `buffer` to at least `size` bytes, never shrinking it: growing
+// zero-fills, and scratch whose size swings from run to run (a run that
+// reads itself, then one fetched whole) would pay for that every time.
+inline void GrowTo(std::vector<uint8_t>* buffer, uint64_t size) {
+  if (buffer->size() < size) buffer->resize(static_cast<size_t>(size));
+}
+
 struct WorkerScratch {
   WorkerScratch();
   ~WorkerScratch();
