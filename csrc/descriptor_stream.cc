@@ -199,8 +199,11 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
 
   FieldEntry& CurrentField() { return entries_[entries_used_ - 1]; }
 
-  static void MetadataScalar(const Scalar& value, const std::string& where) {
-    if (!value.falsy()) Malformed(where + " metadata is not an object");
+  // `where()` names the owner of the metadata; called only for a message,
+  // since every record's every axis passes here.
+  template <typename Where>
+  static void MetadataScalar(const Scalar& value, Where where) {
+    if (!value.falsy()) Malformed(where() + " metadata is not an object");
   }
 
   bool OnScalar(const Scalar& value) {
@@ -222,7 +225,7 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
         } else if (key == "fields") {
           Malformed("fields is not an object");
         } else if (key == "metadata") {
-          MetadataScalar(value, "the record's");
+          MetadataScalar(value, [] { return std::string("the record's"); });
         }
         break;
       case Role::kFields:
@@ -235,7 +238,7 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
         } else if (key == "axes") {
           Malformed(FieldWhere() + " axes are not a list");
         } else if (key == "metadata") {
-          MetadataScalar(value, FieldWhere());
+          MetadataScalar(value, [this] { return FieldWhere(); });
         }
         break;
       case Role::kAxes:
@@ -261,8 +264,7 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   }
 
   void OnAxisMember(const std::string& key, const Scalar& value) {
-    // Built only for a message: every record's every axis passes here.
-    const auto where = [this] { return FieldWhere() + " axis"; };
+    const auto where = [this] { return FieldWhere() + " axis"; };  // for messages only
     if (key == "name") {
       if (!value.is_string() || value.text->empty()) Malformed(FieldWhere() + " has an invalid axis name");
       for (const std::string& name : axis_names_) {
@@ -283,14 +285,14 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
       if (!value.is_null() && !value.is_string()) Malformed(where() + " " + key + " is not a string");
       if (key == "id") axis_id_ = value.is_string() ? *value.text : std::string();
     } else if (key == "metadata") {
-      if (!value.falsy()) MetadataScalar(value, where());
+      MetadataScalar(value, where);
     } else if (key == "coordinate") {
       if (!value.is_null()) Malformed(where() + " coordinate is not an object");
     }
   }
 
   void OnCoordinateMember(const std::string& key, const Scalar& value) {
-    const auto where = [this] { return FieldWhere() + " axis coordinate"; };
+    const auto where = [this] { return FieldWhere() + " axis coordinate"; };  // for messages only
     if (key == "values") {
       if (!value.is_null()) Malformed(where() + " values are not a list");
     } else if (key == "start" || key == "step") {
@@ -303,7 +305,7 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
     } else if (key == "unit") {
       if (!value.is_null() && !value.is_string()) Malformed(where() + " unit is not a string");
     } else if (key == "metadata") {
-      if (!value.falsy()) MetadataScalar(value, where());
+      MetadataScalar(value, where);
     }
   }
 

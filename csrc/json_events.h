@@ -102,22 +102,21 @@ bool ParseJsonEvents(const uint8_t* text, size_t size, Events* events, const cha
   // inside a handler gets its own.
   thread_local rapidjson::Reader shared_reader;
   thread_local std::string shared_text;
-  thread_local bool shared_reader_busy = false;
+  thread_local bool shared_busy = false;
+  struct Claim {  // holds the shared pair for this parse, if it is free
+    bool took = !shared_busy;
+    Claim() { shared_busy = true; }
+    ~Claim() {
+      if (took) shared_busy = false;
+    }
+  } claim;
   rapidjson::Reader own_reader;
   std::string own_text;
-  const bool took_shared = !shared_reader_busy;
-  rapidjson::Reader& reader = took_shared ? shared_reader : own_reader;
-  json_events_detail::Forward<Events> forward(events, took_shared ? &shared_text : &own_text);
-  shared_reader_busy = true;
-  rapidjson::ParseResult result;
-  try {
-    result = json_events_detail::IsAscii(text, size) ? reader.Parse<kAsciiFlags>(memory, forward)
-                                                     : reader.Parse<kFlags>(memory, forward);
-  } catch (...) {
-    if (took_shared) shared_reader_busy = false;
-    throw;
-  }
-  if (took_shared) shared_reader_busy = false;
+  rapidjson::Reader& reader = claim.took ? shared_reader : own_reader;
+  json_events_detail::Forward<Events> forward(events, claim.took ? &shared_text : &own_text);
+  const rapidjson::ParseResult result = json_events_detail::IsAscii(text, size)
+                                            ? reader.Parse<kAsciiFlags>(memory, forward)
+                                            : reader.Parse<kFlags>(memory, forward);
   if (result.Code() == rapidjson::kParseErrorTermination) return false;
   if (result.IsError()) {
     Corrupt(std::string(what) + " is not valid JSON: " +

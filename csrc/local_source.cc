@@ -88,10 +88,7 @@ struct LocalSource::OpenFile {
     uint64_t total = 0;
     for (size_t k = 0; k < count; ++k) total += requests[k].size;
     if (mapped && map != nullptr && requests[0].offset <= size && total <= size - requests[0].offset) {
-      std::vector<CopyPiece> pieces;
-      pieces.reserve(count);
-      for (size_t k = 0; k < count; ++k) pieces.push_back(CopyPiece{requests[k].dst, requests[k].size});
-      if (!CopyFromMapping(map + requests[0].offset, pieces.data(), pieces.size())) {
+      if (!CopyFromMapping(map + requests[0].offset, total, requests, count)) {
         Corrupt("shard " + path + " shrank while it was being read: bytes from offset " +
                 std::to_string(requests[0].offset) + " to " +
                 std::to_string(requests[0].offset + total) +

@@ -73,12 +73,11 @@ bool GuardMappedCopies() {
   return sigaction(SIGBUS, &ours, nullptr) == 0;
 }
 
-bool CopyFromMapping(const uint8_t* source, const CopyPiece* pieces, size_t count) {
-  size_t total = 0;
-  for (size_t k = 0; k < count; ++k) total += pieces[k].size;
+bool CopyFromMapping(const uint8_t* source, uint64_t size, const RangeRequest* requests,
+                     size_t count) {
   GuardedCopy copy;
   copy.begin = source;
-  copy.end = source + total;
+  copy.end = source + size;
   // Without saving the signal mask: sigsetjmp stays a few instructions.
   if (sigsetjmp(copy.resume, 0) != 0) return false;
   t_copy = &copy;
@@ -86,8 +85,8 @@ bool CopyFromMapping(const uint8_t* source, const CopyPiece* pieces, size_t coun
   asm volatile("" ::: "memory");
   const uint8_t* from = source;
   for (size_t k = 0; k < count; ++k) {
-    std::memcpy(pieces[k].dst, from, pieces[k].size);
-    from += pieces[k].size;
+    std::memcpy(requests[k].dst, from, static_cast<size_t>(requests[k].size));
+    from += requests[k].size;
   }
   asm volatile("" ::: "memory");
   t_copy = nullptr;

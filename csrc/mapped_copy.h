@@ -9,16 +9,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "shard_source.h"
+
 namespace sdsl {
 
-struct CopyPiece {
-  uint8_t* dst;
-  size_t size;
-};
-
-// Copies `source`'s bytes, in order, into `pieces` (their sizes summing to
-// the bytes copied). False when a page of `source` no longer exists.
-bool CopyFromMapping(const uint8_t* source, const CopyPiece* pieces, size_t count);
+// Copies the `size` bytes at `source`, in order, into the buffers of
+// `requests` (their sizes summing to `size`; their offsets are not read).
+// False when a page of `source` no longer exists.
+bool CopyFromMapping(const uint8_t* source, uint64_t size, const RangeRequest* requests,
+                     size_t count);
 
 // Makes sure the SIGBUS handler CopyFromMapping relies on is the process's:
 // installs it the first time, and again when another one (faulthandler's,
