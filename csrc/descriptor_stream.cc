@@ -40,9 +40,10 @@ struct Scalar {
   double real = 0;
   const std::string* text = nullptr;
 
+  // value_t::binary stands for an integer past 64 bits, `text` its digits.
   bool is_number() const {
     return type == json::value_t::number_integer || type == json::value_t::number_unsigned ||
-           type == json::value_t::number_float;
+           type == json::value_t::number_float || type == json::value_t::binary;
   }
   bool is_string() const { return type == json::value_t::string; }
   bool is_null() const { return type == json::value_t::null; }
@@ -148,6 +149,13 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
     scalar.real = value;
     return OnScalar(scalar);
   }
+  bool number_big_integer(double rounded, const string_t& text) {
+    Scalar scalar;
+    scalar.type = json::value_t::binary;
+    scalar.real = rounded;
+    scalar.text = &text;
+    return OnScalar(scalar);
+  }
   bool string(string_t& value) override {
     Scalar scalar;
     scalar.type = json::value_t::string;
@@ -170,6 +178,9 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& error) override {
     Corrupt(std::string("record descriptor is not valid JSON: ") + error.what());
   }
+
+ // For a document RapidJSON cannot take, read again by another parser.
+  void Restart() { Reset(out_); }
 
  private:
   void Reset(Descriptor* out) {
@@ -328,6 +339,11 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
       case json::value_t::number_float:
         item.kind = MetadataValue::kFloat;
         item.real = value.real;
+        break;
+      case json::value_t::binary:
+        item.kind = MetadataValue::kBigInteger;
+        item.real = value.real;
+        item.text = *value.text;
         break;
       case json::value_t::string:
         item.description = "a string";

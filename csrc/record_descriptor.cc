@@ -1,6 +1,7 @@
 #include "record_descriptor.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -31,7 +32,8 @@ json MetadataOf(const json& parent, const char* key, const std::string& where) {
   return json::object();
 }
 
-bool IsNumber(const json& value) { return value.is_number(); }  // JSON true/false are not
+// JSON true/false are not numbers; an integer past 64 bits is.
+bool IsNumber(const json& value) { return value.is_number() || IsBigInteger(value); }
 
 // Optional string-or-null member; returns the string, or "" for null/absent.
 std::string OptionalString(const json& parent, const char* key, const std::string& where) {
@@ -108,6 +110,11 @@ MetadataValue ScalarOf(const std::string& key, const json& value) {
     case json::value_t::number_float:
       item.kind = MetadataValue::kFloat;
       item.real = value.get<double>();
+      break;
+    case json::value_t::binary:  // only a big integer (strict_json.h)
+      item.kind = MetadataValue::kBigInteger;
+      item.text = BigIntegerText(value);
+      item.real = BigIntegerRounded(value);
       break;
     case json::value_t::null:
       item.description = "null";
@@ -267,8 +274,19 @@ void CheckDescriptorTensors(const Descriptor& descriptor, const SafeTensorsHeade
 
 std::string DescriptorMetadataJson(const uint8_t* text, uint64_t size) {
   const json descriptor = ParseStrictJson(text, size, "record descriptor");
-  return MetadataOf(descriptor, "metadata", "the record's").dump();
+  return DumpJson(MetadataOf(descriptor, "metadata", "the record's"));
 }
+
+namespace {
+
+// The shortest text that reads back as `value`, as Python's repr() writes it.
+std::string ShortestText(double value) {
+  char text[32];
+  const std::to_chars_result written = std::to_chars(text, text + sizeof(text), value);
+  return std::string(text, written.ptr);
+}
+
+}  // namespace
 
 TargetValue MetadataTarget(const Descriptor& descriptor, const std::string& key, char kind) {
   const MetadataValue* found = nullptr;
@@ -288,7 +306,9 @@ TargetValue MetadataTarget(const Descriptor& descriptor, const std::string& key,
       break;
     case MetadataValue::kUnsigned:
       if (kind == 'i' && found->unsigned_integer > static_cast<uint64_t>(INT64_MAX)) {
-        Fail(ErrorKind::kTarget, "metadata \"" + key + "\" does not fit in int64");
+        Fail(ErrorKind::kTarget, "metadata \"" + key + "\" is " + std::to_string(found->unsigned_integer) +
+                                     ", outside int64's range; write the key with values the target's "
+                                     "dtype can hold");
       }
       value.as_int = static_cast<int64_t>(found->unsigned_integer);
       value.as_float = static_cast<double>(found->unsigned_integer);
@@ -298,12 +318,21 @@ TargetValue MetadataTarget(const Descriptor& descriptor, const std::string& key,
       if (kind == 'i') {
         if (!(std::isfinite(found->real) && std::trunc(found->real) == found->real &&
               std::fabs(found->real) < 9.2e18)) {
-          Fail(ErrorKind::kTarget, "metadata \"" + key + "\" is " + std::to_string(found->real) +
+          Fail(ErrorKind::kTarget, "metadata \"" + key + "\" is " + ShortestText(found->real) +
                                        ", where the batch's first record holds an integer; "
                                        "write the key with one type throughout");
         }
         value.as_int = static_cast<int64_t>(found->real);
       }
+      break;
+    case MetadataValue::kBigInteger:
+      // Python reads it exactly; the batch's int64 or float64 cannot hold it.
+      if (kind == 'i' || !std::isfinite(found->real)) {
+        Fail(ErrorKind::kTarget, "metadata \"" + key + "\" is " + found->text + ", outside " +
+                                     (kind == 'i' ? "int64" : "float64") +
+                                     "'s range; write the key with values the target's dtype can hold");
+      }
+      value.as_float = found->real;
       break;
     case MetadataValue::kOther:
       Fail(ErrorKind::kTarget, "metadata \"" + key + "\" is " + found->description +

@@ -11,11 +11,14 @@
 namespace sdsl {
 
 struct MetadataValue {
-  enum Kind { kBool, kInteger, kUnsigned, kFloat, kOther } kind = kOther;
+  // kBigInteger: an integer past 64 bits, which Python keeps exact; `text`
+  // holds its digits and `real` its rounding.
+  enum Kind { kBool, kInteger, kUnsigned, kFloat, kBigInteger, kOther } kind = kOther;
   std::string key;
   int64_t integer = 0;
   uint64_t unsigned_integer = 0;
   double real = 0;
+  std::string text;         // for kBigInteger
   std::string description;  // for kOther: what the value is, for the error
 };
 

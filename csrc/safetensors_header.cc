@@ -12,16 +12,14 @@ namespace {
 
 using nlohmann::json;
 
+// Offsets and shapes are read by safetensors' serde_json as usize, which
+// takes an integer literal without a sign: `-0` is a float there, and so
+// refused, though Python's json reads it as 0. Only a literal without a
+// minus sign is a number_unsigned (json_events.h).
 bool AsU64(const json& value, uint64_t* out) {
-  if (value.is_number_unsigned()) {
-    *out = value.get<uint64_t>();
-    return true;
-  }
-  if (value.is_number_integer() && value.get<int64_t>() >= 0) {
-    *out = static_cast<uint64_t>(value.get<int64_t>());
-    return true;
-  }
-  return false;
+  if (!value.is_number_unsigned()) return false;
+  *out = value.get<uint64_t>();
+  return true;
 }
 
 }  // namespace

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "json_events.h"
+#include "json_number.h"
 #include "reader_error.h"
 
 namespace sdsl {
@@ -13,43 +15,58 @@ namespace {
 
 using nlohmann::json;
 
+// A big integer's binary subtype: "B".
+constexpr std::uint8_t kBigIntegerSubtype = 0x42;
+
 // Builds nlohmann's document from the parser's events, refusing what
 // signal_dataset's strict loader refuses: duplicate keys, non-finite numbers,
 // documents nested or sized past its limits.
 class StrictDocument {
  public:
-  StrictDocument(json* root, const char* what) : dom_(*root, true), what_(what) {}
+  StrictDocument(json* root, const char* what) : root_(root), what_(what) { dom_.emplace(*root_, true); }
 
-  bool null() { return Value() && dom_.null(); }
-  bool boolean(bool value) { return Value() && dom_.boolean(value); }
-  bool number_integer(json::number_integer_t value) { return Value() && dom_.number_integer(value); }
+  void Restart() {
+    *root_ = json();
+    dom_.emplace(*root_, true);
+    depth_ = 0;
+    nodes_ = 0;
+  }
+
+  bool null() { return Value() && dom_->null(); }
+  bool boolean(bool value) { return Value() && dom_->boolean(value); }
+  bool number_integer(json::number_integer_t value) { return Value() && dom_->number_integer(value); }
   bool number_unsigned(json::number_unsigned_t value) {
-    return Value() && dom_.number_unsigned(value);
+    return Value() && dom_->number_unsigned(value);
   }
   bool number_float(json::number_float_t value, const std::string& text) {
     if (!std::isfinite(value)) Corrupt(std::string(what_) + " holds a number too large for a float");
-    return Value() && dom_.number_float(value, text);
+    return Value() && dom_->number_float(value, text);
   }
-  bool string(std::string& value) { return Value() && dom_.string(value); }
+  // Python keeps such an integer exact; so does the document, as its text.
+  bool number_big_integer(double, const std::string& text) {
+    json::binary_t digits(std::vector<std::uint8_t>(text.begin(), text.end()), kBigIntegerSubtype);
+    return Value() && dom_->binary(digits);
+  }
+  bool string(std::string& value) { return Value() && dom_->string(value); }
   bool start_object(std::size_t size) {
     Nest();
     ++depth_;
     if (seen_.size() < static_cast<size_t>(depth_)) seen_.resize(depth_);
     seen_[depth_ - 1].clear();
-    return dom_.start_object(size);
+    return dom_->start_object(size);
   }
   bool end_object() {
     --depth_;
-    return dom_.end_object();
+    return dom_->end_object();
   }
   bool start_array(std::size_t size) {
     Nest();
     ++depth_;
-    return dom_.start_array(size);
+    return dom_->start_array(size);
   }
   bool end_array() {
     --depth_;
-    return dom_.end_array();
+    return dom_->end_array();
   }
   bool key(std::string& value) {
     Nest();
@@ -59,7 +76,7 @@ class StrictDocument {
       Corrupt(std::string(what_) + " repeats the key \"" + value + "\"");
     }
     seen.push_back(value);
-    return dom_.key(value);
+    return dom_->key(value);
   }
 
  private:
@@ -78,7 +95,8 @@ class StrictDocument {
     return true;
   }
 
-  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  json* root_;
+  std::optional<nlohmann::detail::json_sax_dom_parser<json>> dom_;
   const char* what_;
   int depth_ = 0;
   uint64_t nodes_ = 0;
@@ -86,7 +104,54 @@ class StrictDocument {
   std::vector<std::vector<std::string>> seen_;
 };
 
+void Dump(const json& value, std::string* out) {
+  if (IsBigInteger(value)) {
+    out->append(BigIntegerText(value));
+  } else if (value.is_object()) {
+    out->push_back('{');
+    bool first = true;
+    for (const auto& [key, item] : value.items()) {
+      if (!first) out->push_back(',');
+      first = false;
+      out->append(json(key).dump());
+      out->push_back(':');
+      Dump(item, out);
+    }
+    out->push_back('}');
+  } else if (value.is_array()) {
+    out->push_back('[');
+    for (size_t i = 0; i < value.size(); ++i) {
+      if (i > 0) out->push_back(',');
+      Dump(value[i], out);
+    }
+    out->push_back(']');
+  } else {
+    out->append(value.dump());
+  }
+}
+
 }  // namespace
+
+bool IsBigInteger(const json& value) {
+  return value.is_binary() && value.get_binary().has_subtype() &&
+         value.get_binary().subtype() == kBigIntegerSubtype;
+}
+
+std::string BigIntegerText(const json& value) {
+  const json::binary_t& digits = value.get_binary();
+  return std::string(digits.begin(), digits.end());
+}
+
+double BigIntegerRounded(const json& value) {
+  const std::string text = BigIntegerText(value);
+  return ReadJsonNumber(text.data(), text.size()).real;
+}
+
+std::string DumpJson(const json& value) {
+  std::string out;
+  Dump(value, &out);
+  return out;
+}
 
 json ParseStrictJson(const uint8_t* data, uint64_t size, const char* what) {
   json root;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace sdsl {
 
@@ -15,7 +16,17 @@ constexpr uint64_t kMaxJsonNodes = 1000000;
 
 // Throws a corrupt error naming `what` for anything signal_dataset's
 // strict_json_loads refuses.
+// An integer past 64 bits is kept exact, as Python keeps it: as its decimal
+// text in a binary value, which JSON text cannot otherwise produce.
 nlohmann::json ParseStrictJson(const uint8_t* data, uint64_t size, const char* what);
+
+bool IsBigInteger(const nlohmann::json& value);
+std::string BigIntegerText(const nlohmann::json& value);
+// The nearest double (an infinity past the largest), as Python's float() of it.
+double BigIntegerRounded(const nlohmann::json& value);
+
+// value.dump(), with big integers written as their text.
+std::string DumpJson(const nlohmann::json& value);
 
 }  // namespace sdsl
 
