@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -24,8 +25,7 @@ enum class Role : uint8_t {
   kField,             // root.fields.<name>
   kAxes,              // <field>.axes
   kAxis,              // <field>.axes[i]
-  kCoordinate,        // <axis>.coordinate
-  kCoordinateValues,  // <coordinate>.values
+  kCoordinate,        // <axis>.coordinate: captured whole, checked by CheckCoordinate
   kMetadata,          // root.metadata: its scalars become targets
   kEmptyOnly,         // a metadata given as a list: only [] stands for none
   kAny,               // anything else: only JSON strictness applies
@@ -114,42 +114,52 @@ struct FieldEntry {
 // thread and reused, so that its buffers are allocated once.
 class DescriptorEvents final : public nlohmann::json_sax<json> {
  public:
-  // Returns false when the document check must decide (see the header).
-  bool Parse(const uint8_t* text, uint64_t size, Descriptor* out) {
+  void Parse(const uint8_t* text, uint64_t size, Descriptor* out) {
     Reset(out);
-    // RapidJSON's reader, as for every record's JSON (json_events.h).
-    if (!ParseJsonEvents(text, static_cast<size_t>(size), this, "record descriptor")) return false;
+    // RapidJSON's reader, as for every record's JSON (json_events.h). No
+    // handler stops the parse.
+    ParseJsonEvents(text, static_cast<size_t>(size), this, "record descriptor");
     Finish();
-    return true;
   }
 
-  bool null() override { return OnScalar(Scalar{}); }
+  bool null() override {
+    if (capture_) capture_->null();
+    return OnScalar(Scalar{});
+  }
   bool boolean(bool value) override {
+    if (capture_) capture_->boolean(value);
     Scalar scalar;
     scalar.type = json::value_t::boolean;
     scalar.boolean = value;
     return OnScalar(scalar);
   }
   bool number_integer(number_integer_t value) override {
+    if (capture_) capture_->number_integer(value);
     Scalar scalar;
     scalar.type = json::value_t::number_integer;
     scalar.integer = value;
     return OnScalar(scalar);
   }
   bool number_unsigned(number_unsigned_t value) override {
+    if (capture_) capture_->number_unsigned(value);
     Scalar scalar;
     scalar.type = json::value_t::number_unsigned;
     scalar.unsigned_integer = value;
     return OnScalar(scalar);
   }
-  bool number_float(number_float_t value, const string_t&) override {
+  bool number_float(number_float_t value, const string_t& text) override {
     if (!std::isfinite(value)) Corrupt("record descriptor holds a number too large for a float");
+    if (capture_) capture_->number_float(value, text);
     Scalar scalar;
     scalar.type = json::value_t::number_float;
     scalar.real = value;
     return OnScalar(scalar);
   }
   bool number_big_integer(double rounded, const string_t& text) {
+    if (capture_) {
+      json::binary_t digits = BigIntegerDigits(text);
+      capture_->binary(digits);
+    }
     Scalar scalar;
     scalar.type = json::value_t::binary;
     scalar.real = rounded;
@@ -157,21 +167,39 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
     return OnScalar(scalar);
   }
   bool string(string_t& value) override {
+    if (capture_) capture_->string(value);
     Scalar scalar;
     scalar.type = json::value_t::string;
     scalar.text = &value;
     return OnScalar(scalar);
   }
   bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return Open(true); }
-  bool start_array(std::size_t) override { return Open(false); }
-  bool end_object() override { return Close(); }
-  bool end_array() override { return Close(); }
+  // A coordinate's events also build its document (capture_), from its
+  // opening brace, which Open starts capturing, to its closing one.
+  bool start_object(std::size_t size) override {
+    Open(true);
+    if (capture_) capture_->start_object(size);
+    return true;
+  }
+  bool start_array(std::size_t size) override {
+    Open(false);
+    if (capture_) capture_->start_array(size);
+    return true;
+  }
+  bool end_object() override {
+    if (capture_) capture_->end_object();
+    return Close();
+  }
+  bool end_array() override {
+    if (capture_) capture_->end_array();
+    return Close();
+  }
   bool key(string_t& value) override {
     Frame& frame = frames_[depth_ - 1];
     if (!keys_[depth_ - 1].Insert(value)) {
       Corrupt("record descriptor repeats the key \"" + value + "\"");
     }
+    if (capture_) capture_->key(value);
     frame.key = value;
     return true;
   }
@@ -194,6 +222,7 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
     entries_used_ = 0;
     references_.clear();
     axis_ids_.clear();
+    capture_.reset();
   }
 
   // Where a value sits: the role of its parent, and its key there.
@@ -257,11 +286,7 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
       case Role::kAxis:
         OnAxisMember(key, value);
         break;
-      case Role::kCoordinate:
-        OnCoordinateMember(key, value);
-        break;
-      case Role::kCoordinateValues:
-        ++coordinate_values_;
+      case Role::kCoordinate:  // checked whole when its axis closes
         break;
       case Role::kMetadata:
         out_->metadata.push_back(MetadataOf(key, value));
@@ -302,24 +327,6 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
     }
   }
 
-  void OnCoordinateMember(const std::string& key, const Scalar& value) {
-    const auto where = [this] { return FieldWhere() + " axis coordinate"; };  // for messages only
-    if (key == "values") {
-      if (!value.is_null()) Malformed(where() + " values are not a list");
-    } else if (key == "start" || key == "step") {
-      if (!value.is_null() && !value.is_number()) Malformed(where() + " " + key + " is not a number");
-      (key == "start" ? coordinate_start_ : coordinate_step_) = value.is_number();
-    } else if (key == "reference") {
-      if (!value.is_null() && !value.is_string()) Malformed(where() + " reference is not a string");
-      coordinate_reference_ = value.is_string();
-      if (value.is_string() && !value.text->empty()) references_.push_back(*value.text);
-    } else if (key == "unit") {
-      if (!value.is_null() && !value.is_string()) Malformed(where() + " unit is not a string");
-    } else if (key == "metadata") {
-      MetadataScalar(value, where);
-    }
-  }
-
   static MetadataValue MetadataOf(const std::string& key, const Scalar& value) {
     MetadataValue item;
     item.key = key;
@@ -356,14 +363,13 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   }
 
   // The role of a container opening here; throws where only a scalar (or
-  // nothing) may stand. Returns false to hand the descriptor to the
-  // document check.
-  bool ChildRole(bool object, Role* role) {
+  // nothing) may stand.
+  void ChildRole(bool object, Role* role) {
     const Frame* parent = Parent();
     if (parent == nullptr) {
       if (!object) Malformed("it is not a JSON object");
       *role = Role::kRoot;
-      return true;
+      return;
     }
     const std::string& key = parent->key;
     *role = Role::kAny;
@@ -423,27 +429,14 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
         if (key == "coordinate") {
           if (!object) Malformed(FieldWhere() + " axis coordinate is not an object");
           axis_has_coordinate_ = true;
-          coordinate_values_present_ = coordinate_start_ = coordinate_step_ = coordinate_reference_ = false;
-          coordinate_values_ = 0;
+          coordinate_ = json();
+          capture_.emplace(coordinate_, true);
           *role = Role::kCoordinate;
         } else if (key == "metadata" && !object) {
           *role = Role::kEmptyOnly;
         }
         break;
-      case Role::kCoordinate:
-        if (key == "values") {
-          if (object) Malformed(FieldWhere() + " axis coordinate values are not a list");
-          coordinate_values_present_ = true;
-          *role = Role::kCoordinateValues;
-        } else if (key == "start" || key == "step" || key == "reference" || key == "unit") {
-          Malformed(FieldWhere() + " axis coordinate " + key + " is not a " +
-                    (key == "start" || key == "step" ? "number" : "string"));
-        } else if (key == "metadata" && !object) {
-          *role = Role::kEmptyOnly;
-        }
-        break;
-      case Role::kCoordinateValues:
-        ++coordinate_values_;
+      case Role::kCoordinate:  // captured, checked whole
         break;
       case Role::kMetadata: {
         MetadataValue item;
@@ -457,13 +450,12 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
       case Role::kAny:
         break;
     }
-    return true;
   }
 
-  bool Open(bool object) {
+  void Open(bool object) {
     CountNode();
     Role role;
-    if (!ChildRole(object, &role)) return false;
+    ChildRole(object, &role);
     if (frames_.size() <= depth_) {
       frames_.emplace_back();
       keys_.emplace_back();
@@ -475,7 +467,6 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
     frame.key.clear();
     keys_[depth_].Clear();
     ++depth_;
-    return true;
   }
 
   bool Close() {
@@ -488,13 +479,7 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
       case Role::kAxis:
         return CloseAxis();
       case Role::kCoordinate:
-        if (coordinate_start_ != coordinate_step_) {
-          Malformed(FieldWhere() + " axis linear coordinate requires both start and step");
-        }
-        if (int{coordinate_values_present_} + int{coordinate_start_} + int{coordinate_reference_} > 1) {
-          Malformed(FieldWhere() + " axis coordinate forms are mutually exclusive");
-        }
-        if (coordinate_values_ > kMaxCoordinateValues) Malformed(FieldWhere() + " has too many coordinate values");
+        capture_.reset();
         break;
       default:
         break;
@@ -504,20 +489,19 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
 
   bool CloseAxis() {
     if (!axis_has_name_ || !axis_has_length_) Malformed(FieldWhere() + " has an axis without name or length");
-    if (axis_has_coordinate_ && coordinate_values_present_ && coordinate_values_ != axis_length_) {
-      Malformed(FieldWhere() + " explicit coordinate length does not match axis");
-    }
+    // The coordinate is checked here, once the axis's length is known (the
+    // keys of an axis come in any order).
+    json normal;
+    if (axis_has_coordinate_) normal = CheckCoordinate(coordinate_, axis_length_, FieldWhere() + " axis", &references_);
     CurrentField().lengths.push_back(axis_length_);
     if (axis_id_.empty()) return true;
-    // Shared ids compare length and coordinate: the coordinate only the
-    // document check compares.
-    if (axis_has_coordinate_) return false;
-    for (const auto& [id, length] : axis_ids_) {
-      if (id == axis_id_ && length != axis_length_) {
-        Malformed("shared axis \"" + id + "\" declarations disagree");
+    // Axes sharing an id must agree on length and coordinate.
+    for (const SharedAxis& shared : axis_ids_) {
+      if (shared.id == axis_id_ && (shared.length != axis_length_ || shared.coordinate != normal)) {
+        Malformed("shared axis \"" + shared.id + "\" declarations disagree");
       }
     }
-    axis_ids_.emplace_back(axis_id_, axis_length_);
+    axis_ids_.push_back(SharedAxis{axis_id_, axis_length_, std::move(normal)});
     return true;
   }
 
@@ -529,7 +513,7 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
     for (const std::string& reference : references_) {
       bool found = false;
       for (size_t f = 0; f < entries_used_ && !found; ++f) found = entries_[f].name == reference;
-      for (const auto& item : axis_ids_) found = found || item.first == reference;
+      for (const SharedAxis& shared : axis_ids_) found = found || shared.id == reference;
       if (!found) Malformed("coordinate reference \"" + reference + "\" does not resolve");
     }
     std::vector<size_t> order(entries_used_);
@@ -559,18 +543,22 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   bool axis_has_name_ = false, axis_has_length_ = false, axis_has_coordinate_ = false;
   uint64_t axis_length_ = 0;
   std::string axis_id_;
-  bool coordinate_values_present_ = false, coordinate_start_ = false, coordinate_step_ = false,
-       coordinate_reference_ = false;
-  uint64_t coordinate_values_ = 0;
+  json coordinate_;  // the open or last axis's coordinate, built by capture_
+  std::optional<nlohmann::detail::json_sax_dom_parser<json>> capture_;
   std::vector<std::string> references_;
-  std::vector<std::pair<std::string, uint64_t>> axis_ids_;
+  struct SharedAxis {
+    std::string id;
+    uint64_t length;
+    json coordinate;  // normalized by CheckCoordinate; null for none
+  };
+  std::vector<SharedAxis> axis_ids_;
 };
 
 }  // namespace
 
-bool ParseDescriptorStream(const uint8_t* text, uint64_t size, Descriptor* out) {
+void ParseDescriptorStream(const uint8_t* text, uint64_t size, Descriptor* out) {
   thread_local DescriptorEvents events;
-  return events.Parse(text, size, out);
+  events.Parse(text, size, out);
 }
 
 }  // namespace sdsl

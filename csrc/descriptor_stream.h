@@ -1,6 +1,7 @@
-// A record descriptor checked as a stream of JSON events, with the same rules
-// as signal_dataset's decoder (descriptor_rules.h), without building the
-// document: the per-record path of the reader.
+// A record descriptor checked as a stream of JSON events, with the rules of
+// signal_dataset's decoder, without building the document (a descriptor is
+// read for every record); only an axis's coordinate, which may have to be
+// compared whole, is built, and checked by descriptor_rules.h.
 #ifndef SDS_LOADER_DESCRIPTOR_STREAM_H_
 #define SDS_LOADER_DESCRIPTOR_STREAM_H_
 
@@ -11,10 +12,7 @@
 namespace sdsl {
 
 // Fills `out`, or throws a corrupt error for anything signal_dataset refuses.
-// Returns false, having decided nothing, for a descriptor with an axis that
-// has both an id and a coordinate: axes sharing an id must agree on their
-// whole coordinate, which only the document check compares.
-bool ParseDescriptorStream(const uint8_t* json, uint64_t size, Descriptor* out);
+void ParseDescriptorStream(const uint8_t* json, uint64_t size, Descriptor* out);
 
 }  // namespace sdsl
 

@@ -34,13 +34,10 @@ struct Descriptor {
 // the field map, each field's axis lengths and the metadata's scalars. Whatever
 // signal_dataset refuses as a malformed descriptor is a corrupt error here.
 //
-// Most descriptors are checked as a stream of JSON events, which allocates
-// next to nothing (a descriptor is read for every record, and building its
-// document cost a fifth of reading a small record); one whose axes share ids
-// and carry coordinates, which must then be compared whole, is checked as a
-// document (ParseDescriptorDocument).
+// The descriptor is checked as a stream of JSON events (descriptor_stream.h),
+// which allocates next to nothing: a descriptor is read for every record,
+// and building its document cost a fifth of reading a small record.
 void ParseDescriptor(const uint8_t* json, uint64_t size, Descriptor* out);
-void ParseDescriptorDocument(const uint8_t* json, uint64_t size, Descriptor* out);
 
 struct SafeTensorsHeader;
 // The descriptor against its record's tensors: every field's tensor present

@@ -44,7 +44,7 @@ class StrictDocument {
   }
   // Python keeps such an integer exact; so does the document, as its text.
   bool number_big_integer(double, const std::string& text) {
-    json::binary_t digits(std::vector<std::uint8_t>(text.begin(), text.end()), kBigIntegerSubtype);
+    json::binary_t digits = BigIntegerDigits(text);
     return Value() && dom_->binary(digits);
   }
   bool string(std::string& value) { return Value() && dom_->string(value); }
@@ -135,6 +135,10 @@ void Dump(const json& value, std::string* out) {
 bool IsBigInteger(const json& value) {
   return value.is_binary() && value.get_binary().has_subtype() &&
          value.get_binary().subtype() == kBigIntegerSubtype;
+}
+
+json::binary_t BigIntegerDigits(const std::string& text) {
+  return json::binary_t(std::vector<std::uint8_t>(text.begin(), text.end()), kBigIntegerSubtype);
 }
 
 std::string BigIntegerText(const json& value) {

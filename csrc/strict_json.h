@@ -21,6 +21,7 @@ constexpr uint64_t kMaxJsonNodes = 1000000;
 nlohmann::json ParseStrictJson(const uint8_t* data, uint64_t size, const char* what);
 
 bool IsBigInteger(const nlohmann::json& value);
+nlohmann::json::binary_t BigIntegerDigits(const std::string& text);
 std::string BigIntegerText(const nlohmann::json& value);
 // The nearest double (an infinity past the largest), as Python's float() of it.
 double BigIntegerRounded(const nlohmann::json& value);

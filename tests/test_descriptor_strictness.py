@@ -84,6 +84,23 @@ REFUSED_DESCRIPTORS = {
             samples(d)["axes"][1].update(id="t", coordinate={"start": 0, "step": 1}),
         )
     ),
+    "coordinate-values-an-object": edited(lambda d: first_axis(d).update(coordinate={"values": {"a": 1}})),
+    "coordinate-unit-a-number": edited(lambda d: first_axis(d).update(coordinate={"start": 0, "step": 1, "unit": 5})),
+    "coordinate-step-a-string": edited(lambda d: first_axis(d).update(coordinate={"start": 0, "step": "1"})),
+    "coordinate-reference-a-number": edited(lambda d: first_axis(d).update(coordinate={"reference": 3})),
+    "coordinate-metadata-a-list": edited(
+        lambda d: first_axis(d).update(coordinate={"start": 0, "step": 1, "metadata": [1]})
+    ),
+    "coordinate-not-an-object": edited(lambda d: first_axis(d).update(coordinate=[0, 1])),
+    "coordinate-duplicate-key": lambda d: json_bytes(
+        {**d, "fields": {"samples": {**samples(d), "axes": [{**first_axis(d), "coordinate": "@@"}, *samples(d)["axes"][1:]]}}}
+    ).replace(b'"@@"', b'{"start": 0, "start": 1, "step": 1}'),
+    "shared-axis-coordinate-metadata-disagrees": edited(
+        lambda d: (
+            first_axis(d).update(id="t", length=2, coordinate={"start": 0, "step": 1, "metadata": {"a": [1]}}),
+            samples(d)["axes"][1].update(id="t", coordinate={"start": 0, "step": 1, "metadata": {"a": [2]}}),
+        )
+    ),
     "duplicate-key": lambda d: b'{"format":"signal-dataset.record","format":"signal-dataset.record"}',
     # Invalid UTF-8 in a string: an ASCII document skips the encoding check, any other must not.
     "id-invalid-utf8": lambda d: json_bytes({**d, "id": "ID"}).replace(b'"ID"', b'"\xff\xfe"'),
@@ -96,6 +113,15 @@ ACCEPTED_DESCRIPTORS = {
     "field-metadata-zero": edited(lambda d: samples(d).update(metadata=0)),
     "scene-id-null": edited(lambda d: d.update(scene_id=None)),
     "extra-top-level-key": edited(lambda d: d.update(note="kept")),
+    "coordinate-nested-metadata": edited(
+        lambda d: first_axis(d).update(coordinate={"start": 0, "step": 1, "metadata": {"a": {"b": [1, None, "x"]}}})
+    ),
+    "coordinate-explicit-values": edited(
+        lambda d: first_axis(d).update(coordinate={"values": list(range(first_axis(d)["length"])), "unit": None})
+    ),
+    "coordinate-metadata-empty-list": edited(
+        lambda d: first_axis(d).update(coordinate={"start": 0, "step": 1, "metadata": []})
+    ),
     "linear-coordinate": edited(lambda d: first_axis(d).update(coordinate={"start": 0, "step": 0.5, "unit": "s"})),
     "coordinate-reference-to-field": edited(lambda d: first_axis(d).update(coordinate={"reference": "samples"})),
     "shared-axis-same-coordinate": edited(
