@@ -426,16 +426,17 @@ PYBIND11_MODULE(_native, m) {
       },
       py::arg("payloads"), py::arg("repeats") = 1, py::arg("batch_rows") = 1);
   m.def(
-      "chunk_value_ranges",
+      "chunk_extents",
       [](const std::string& path, const std::vector<uint64_t>& records) {
-        std::vector<sdsl::ChunkValueRanges> ranges;
+        std::vector<sdsl::ChunkExtent> extents;
         {
           py::gil_scoped_release release;
-          ranges = sdsl::ValueRanges(path, records);
+          extents = sdsl::ChunkExtents(path, records);
         }
         py::list out;
-        for (const auto& range : ranges) {
-          out.append(py::make_tuple(range.path, range.compression, range.decoded_size, range.pieces));
+        for (const auto& extent : extents) {
+          out.append(py::make_tuple(extent.path, extent.compression, extent.decoded_size, extent.begin,
+                                    extent.limit));
         }
         return out;
       },
@@ -443,12 +444,12 @@ PYBIND11_MODULE(_native, m) {
   m.def(
       "bound_read",
       [](const py::list& items, int repeats, bool hash, size_t batch_rows) {
-        std::vector<sdsl::ChunkValueRanges> chunks;
+        std::vector<sdsl::ChunkExtent> chunks;
         for (const py::handle& item : items) {
           const py::tuple spec = item.cast<py::tuple>();
-          chunks.push_back(sdsl::ChunkValueRanges{
-              spec[0].cast<std::string>(), spec[1].cast<std::string>(), spec[2].cast<uint64_t>(),
-              spec[3].cast<std::vector<std::pair<uint64_t, uint64_t>>>()});
+          chunks.push_back(sdsl::ChunkExtent{spec[0].cast<std::string>(), spec[1].cast<std::string>(),
+                                             spec[2].cast<uint64_t>(), spec[3].cast<uint64_t>(),
+                                             spec[4].cast<uint64_t>()});
         }
         py::gil_scoped_release release;
         return sdsl::BoundRead(chunks, repeats, hash, batch_rows);

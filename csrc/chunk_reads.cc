@@ -6,6 +6,7 @@
 #include "codecs.h"
 #include "reader_error.h"
 #include "riegeli_hash.h"
+#include "simple_chunk.h"
 
 namespace sdsl {
 namespace {
@@ -29,17 +30,17 @@ uint64_t PlanRoutes(const uint8_t* data, uint64_t available, uint64_t data_size,
                     const std::vector<std::string>& keys, RecordScratch* record_scratch,
                     std::vector<RowRoute>* routes) {
   routes->clear();
-  const uint8_t* const end = data + available;
-  if (available < 2 || data[0] != kNoCompression) return 0;
-  const uint8_t* cursor = data + 1;
-  uint64_t sizes_size;
-  if (!ReadVarint64(&cursor, end, &sizes_size) ||
-      sizes_size > static_cast<uint64_t>(end - cursor)) {
+  SimpleChunkHead head;
+  // A malformed head is left for the decode of the chunk to name.
+  try {
+    if (!ParseSimpleChunkHead(data, available, data_size, &head)) return 0;
+  } catch (const ReaderError&) {
     return 0;
   }
-  const uint8_t* sizes = cursor;
-  const uint8_t* const sizes_end = cursor + sizes_size;
-  const uint64_t values_begin = static_cast<uint64_t>(sizes_end - data);
+  if (head.compression != kNoCompression || head.values_begin() > available) return 0;
+  const uint8_t* sizes = data + head.sizes_begin;
+  const uint8_t* const sizes_end = data + head.values_begin();
+  const uint64_t values_begin = head.values_begin();
   uint64_t needed = 0;
   uint64_t record = 0, offset = 0, size = 0;
   for (const WantedRecord& want : wanted.records) {
@@ -112,7 +113,7 @@ void Fetch(const ShardFile& file, uint64_t offset, uint64_t size,
 
 }  // namespace
 
-FileWindow ReadWindow(const ShardFile& file, uint64_t begin, uint64_t end,
+FileWindow ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
                       std::vector<uint8_t>* data, std::vector<uint8_t>* headers,
                       WorkerScratch* scratch) {
   const uint64_t size = end - begin;
@@ -141,7 +142,7 @@ void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
                        Chunk* chunk) {
   if (BeginsInsideBlockHeader(begin)) {
     const FileWindow window =
-        ReadWindow(file, begin, limit, &scratch->file_bytes, &scratch->block_headers, scratch);
+        ReadFileRange(file, begin, limit, &scratch->file_bytes, &scratch->block_headers, scratch);
     ReadChunk(window, begin, limit, verify, chunk);
     return;
   }
@@ -150,7 +151,7 @@ void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
     head_end = std::min(limit, head_end - head_end % kBlockSize + kBlockHeaderSize);
   }
   const FileWindow head =
-      ReadWindow(file, begin, head_end, &scratch->head, &scratch->head_block_headers, scratch);
+      ReadFileRange(file, begin, head_end, &scratch->head, &scratch->head_block_headers, scratch);
   const uint64_t data_begin = ReadChunkFrame(head, begin, limit, chunk);
   const uint64_t data_size = chunk->header.data_size;
   const uint64_t data_end = PhysicalEnd(data_begin, data_size);

@@ -20,7 +20,7 @@ namespace sdsl {
 // Reads [begin, end) of `file` with one preadv that sets the block headers
 // aside (into `headers`), so that each chunk's data is one span of `data`:
 // hashed in one pass, decompressed straight from where it was read.
-FileWindow ReadWindow(const ShardFile& file, uint64_t begin, uint64_t end,
+FileWindow ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
                       std::vector<uint8_t>* data, std::vector<uint8_t>* headers,
                       WorkerScratch* scratch);
 

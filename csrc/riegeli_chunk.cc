@@ -68,14 +68,9 @@ void CheckBlockHeader(uint64_t begin, uint64_t end, uint64_t block, const uint8_
   }
 }
 
-uint64_t ReadChunkFrame(const FileWindow& window, uint64_t begin, uint64_t limit, Chunk* chunk) {
-  chunk->begin = begin;
-  chunk->data.Clear();
-  uint64_t data_begin;
-  chunk->header = ParseHeader(window, begin, &data_begin);
-  const ChunkHeader& header = chunk->header;
-  // The size is hashed, but a header hash is only 64 bits of assurance and the
-  // size decides how far we read: bound it by the room the chunk has.
+uint64_t ChunkEnd(uint64_t begin, uint64_t limit, const ChunkHeader& header) {
+  // The sizes are hashed, but a header hash is only 64 bits of assurance and
+  // the sizes decide how far we read: bound them by the room the chunk has.
   uint64_t header_and_data, data_end;
   if (!CheckedAdd(kChunkHeaderSize, header.data_size, &header_and_data) ||
       !AddWithOverhead(begin, header_and_data, &data_end) || data_end > limit) {
@@ -86,11 +81,20 @@ uint64_t ReadChunkFrame(const FileWindow& window, uint64_t begin, uint64_t limit
   if (!CheckedAdd(begin, header.num_records, &record_end)) {
     Corrupt(At(begin) + " declares an impossible record count");
   }
-  chunk->end = std::max(data_end, RoundUpToPossibleChunkBoundary(record_end));
-  if (chunk->end > limit) {
+  const uint64_t end = std::max(data_end, RoundUpToPossibleChunkBoundary(record_end));
+  if (end > limit) {
     Corrupt(At(begin) + " declares " + std::to_string(header.num_records) +
             " records, more than fit before offset " + std::to_string(limit));
   }
+  return end;
+}
+
+uint64_t ReadChunkFrame(const FileWindow& window, uint64_t begin, uint64_t limit, Chunk* chunk) {
+  chunk->begin = begin;
+  chunk->data.Clear();
+  uint64_t data_begin;
+  chunk->header = ParseHeader(window, begin, &data_begin);
+  chunk->end = ChunkEnd(begin, limit, chunk->header);
   return data_begin;
 }
 

@@ -40,6 +40,10 @@ struct Chunk {
 void ReadChunk(const FileWindow& window, uint64_t begin, uint64_t limit, bool verify_data,
                Chunk* chunk);
 
+// Where the chunk at `begin` ends (the next chunk's start), from its header:
+// Riegeli's rule, the data and the records both fitting before `limit`.
+uint64_t ChunkEnd(uint64_t begin, uint64_t limit, const ChunkHeader& header);
+
 // The checks of ReadChunk that need only the chunk header: fills `chunk`
 // but its data, and returns where the data begins. For a reader that places
 // the data itself, then checks it with CheckChunkDataHash.

@@ -16,7 +16,9 @@
 #include "riegeli_layout.h"
 #include "shard_file.h"
 #include "materialize.h"
+#include "scratch_pool.h"
 #include "simple_chunk.h"
+#include "chunk_reads.h"
 
 namespace sdsl {
 
@@ -153,73 +155,51 @@ std::vector<ChunkPayload> ChunkPayloads(const std::string& path,
   return payloads;
 }
 
-std::vector<ChunkValueRanges> ValueRanges(const std::string& path,
-                                          const std::vector<uint64_t>& records) {
-  std::vector<ChunkValueRanges> ranges;
+std::vector<ChunkExtent> ChunkExtents(const std::string& path, const std::vector<uint64_t>& records) {
+  std::vector<ChunkExtent> extents;
   ForEachRecordChunk(path, records, [&](const SimpleChunk& parsed, const Chunk& chunk,
                                         const std::vector<uint8_t>& bytes) {
-    ChunkValueRanges range;
-    range.path = path;
-    range.compression = CompressionName(parsed.compression);
-    range.decoded_size = parsed.decoded_size;
-    // The chunk was read from its first byte into `bytes`.
-    for (const ByteSpan& span : parsed.values.spans) {
-      range.pieces.emplace_back(chunk.begin + static_cast<uint64_t>(span.data - bytes.data()),
-                                span.size);
-    }
-    ranges.push_back(std::move(range));
+    extents.push_back(ChunkExtent{path, CompressionName(parsed.compression), parsed.decoded_size,
+                                  chunk.begin, chunk.begin + bytes.size()});
   });
-  return ranges;
+  return extents;
 }
 
-double BoundRead(const std::vector<ChunkValueRanges>& chunks, int repeats, bool hash,
-                 size_t batch_rows) {
+double BoundRead(const std::vector<ChunkExtent>& chunks, int repeats, bool hash, size_t batch_rows) {
   std::map<std::string, std::unique_ptr<ShardFile>> files;
-  uint64_t largest_input = 0, largest_output = 0;
-  for (const ChunkValueRanges& chunk : chunks) {
+  uint64_t largest_output = 0;
+  for (const ChunkExtent& chunk : chunks) {
     if (files.count(chunk.path) == 0) files[chunk.path] = std::make_unique<ShardFile>(chunk.path);
-    uint64_t input = 0;
-    for (const auto& piece : chunk.pieces) input += piece.second;
-    largest_input = std::max(largest_input, input);
     largest_output = std::max(largest_output, chunk.decoded_size);
   }
   batch_rows = std::max<size_t>(batch_rows, 1);
-  std::vector<uint8_t> scratch(static_cast<size_t>(largest_input));
   std::vector<uint8_t> rows(static_cast<size_t>(largest_output) * batch_rows);
   std::vector<const ShardFile*> file_of;
-  std::vector<RangeRequest> requests;
-  for (const ChunkValueRanges& chunk : chunks) file_of.push_back(files[chunk.path].get());
-  uint8_t headers[kBlockHeaderSize];
-  ZSTD_DCtx* context = ZSTD_createDCtx();
-  uint64_t sink = 0;
+  for (const ChunkExtent& chunk : chunks) file_of.push_back(files[chunk.path].get());
+  WorkerScratch scratch;
+  Chunk read;
+  SimpleChunk parsed;
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < repeats; ++r) {
     for (size_t i = 0; i < chunks.size(); ++i) {
-      const ChunkValueRanges& chunk = chunks[i];
+      const ChunkExtent& chunk = chunks[i];
       uint8_t* row = rows.data() + (i % batch_rows) * largest_output;
-      const bool stored = chunk.compression == "none";
-      uint8_t* input = stored ? row : scratch.data();
-      // One preadv, the block headers between pieces set aside, as the reader does.
-      requests.clear();
-      uint64_t size = 0;
-      for (size_t p = 0; p < chunk.pieces.size(); ++p) {
-        if (p > 0) {
-          const uint64_t gap_begin = chunk.pieces[p - 1].first + chunk.pieces[p - 1].second;
-          const uint64_t gap = chunk.pieces[p].first - gap_begin;
-          if (gap > sizeof(headers)) Fail(ErrorKind::kArgument, "value pieces are not a block header apart");
-          requests.push_back(RangeRequest{file_of[i]->number(), gap_begin, gap, headers});
-        }
-        requests.push_back(
-            RangeRequest{file_of[i]->number(), chunk.pieces[p].first, chunk.pieces[p].second, input + size});
-        size += chunk.pieces[p].second;
+      // The reader's own chunk path: one preadv with the block headers set
+      // aside, the frame and (with `hash`) the data hash checked, the record
+      // sizes parsed; no record decoding.
+      const FileWindow window = ReadFileRange(*file_of[i], chunk.begin, chunk.limit, &scratch.file_bytes,
+                                              &scratch.block_headers, &scratch);
+      ReadChunk(window, chunk.begin, chunk.limit, hash, &read);
+      ParseSimpleChunk(read, UINT64_MAX, &scratch.sizes, &parsed);
+      if (parsed.values.spans.size() != 1) Fail(ErrorKind::kArgument, "values of a chunk are not one span");
+      const ByteSpan& values = parsed.values.spans[0];
+      if (parsed.compression == kNoCompression) {
+        std::memcpy(row, values.data, values.size);
+        continue;
       }
-      file_of[i]->source().Fetch(requests.data(), requests.size());
-      if (hash) sink += RiegeliHash(input, static_cast<size_t>(size));
-      if (stored) continue;
-      const size_t written = ZSTD_decompressDCtx(context, row, static_cast<size_t>(chunk.decoded_size),
-                                                 scratch.data(), static_cast<size_t>(size));
+      const size_t written = ZSTD_decompressDCtx(scratch.zstd, row, static_cast<size_t>(chunk.decoded_size),
+                                                 values.data, values.size);
       if (ZSTD_isError(written) || written != chunk.decoded_size) {
-        ZSTD_freeDCtx(context);
         Corrupt("values of a " + chunk.compression + " chunk of " + chunk.path +
                 " fail to decompress; this bound times zstd and uncompressed shards only");
       }
@@ -227,8 +207,7 @@ double BoundRead(const std::vector<ChunkValueRanges>& chunks, int repeats, bool 
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ZSTD_freeDCtx(context);
-  asm volatile("" : : "r"(sink) : "memory");
+  asm volatile("" : : "r"(rows.data()) : "memory");
   return seconds;
 }
 

@@ -51,23 +51,24 @@ std::vector<ChunkPayload> ChunkPayloads(const std::string& path,
 // into the next of `batch_rows` rows, as a reader fills a batch.
 double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats, size_t batch_rows);
 
-// Where the values of the chunk holding each of `records` lie in the shard
-// file: their physical pieces (split by block headers), for timing reads.
-struct ChunkValueRanges {
+// Where the chunk holding each of `records` lies in the shard file, for
+// timing reads of it.
+struct ChunkExtent {
   std::string path;
   std::string compression;
   uint64_t decoded_size = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> pieces;  // (offset, size), in order
+  uint64_t begin = 0;
+  uint64_t limit = 0;  // the next chunk's start
 };
-std::vector<ChunkValueRanges> ValueRanges(const std::string& path,
-                                          const std::vector<uint64_t>& records);
+std::vector<ChunkExtent> ChunkExtents(const std::string& path, const std::vector<uint64_t>& records);
 
-// Seconds to read every chunk's values `repeats` times as a verifying reader
-// at its fastest would, on one thread: pread into scratch, hash, decompress
-// into a row (uncompressed: pread straight into the row, then hash it), rows
-// taken in turn from a batch of `batch_rows`. With `hash` false, no hash.
-double BoundRead(const std::vector<ChunkValueRanges>& chunks, int repeats, bool hash,
-                 size_t batch_rows);
+// Seconds to read every chunk `repeats` times as a verifying reader at its
+// fastest would, on one thread, through the reader's own chunk path: one
+// preadv with the block headers set aside, the frame checked and (with
+// `hash`) the data hash, the record sizes parsed, then the values
+// decompressed one-shot into a row (uncompressed: copied there), rows taken
+// in turn from a batch of `batch_rows`. No record is decoded.
+double BoundRead(const std::vector<ChunkExtent>& chunks, int repeats, bool hash, size_t batch_rows);
 
 // Seconds to memcpy every buffer `repeats` times into one scratch buffer.
 double BoundMemcpy(const std::vector<std::string>& buffers, int repeats);

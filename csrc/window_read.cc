@@ -10,6 +10,7 @@
 #include "riegeli_chunk.h"
 #include "riegeli_layout.h"
 #include "run_decoder.h"
+#include "simple_chunk.h"
 
 namespace sdsl {
 namespace {
@@ -100,39 +101,21 @@ class WindowStream final : public ValueStream {
 uint64_t ReadRecordSizes(const ChunkBytes& bytes, const ChunkHeader& header,
                          std::vector<uint8_t>* scratch, std::vector<uint64_t>* offsets,
                          std::vector<uint64_t>* sizes) {
-  if (header.data_size < 1) Corrupt("simple chunk has no compression byte");
-  uint8_t head[11];
-  const uint64_t head_size = std::min<uint64_t>(sizeof(head), header.data_size);
-  bytes.Read(kChunkHeaderSize, head_size, head);
-  if (head[0] != kNoCompression) return 0;
-  const uint8_t* cursor = head + 1;
-  uint64_t sizes_size;
-  if (!ReadVarint64(&cursor, head + head_size, &sizes_size)) Corrupt("malformed record sizes length");
-  const uint64_t sizes_begin = static_cast<uint64_t>(cursor - head);
-  if (sizes_size > header.data_size - sizes_begin) Corrupt("record sizes run past the chunk");
-  scratch->resize(static_cast<size_t>(sizes_size));
-  bytes.Read(kChunkHeaderSize + sizes_begin, sizes_size, scratch->data());
-  const uint8_t* p = scratch->data();
-  const uint8_t* end = p + scratch->size();
-  offsets->resize(static_cast<size_t>(header.num_records));
-  sizes->resize(static_cast<size_t>(header.num_records));
-  uint64_t total = 0;
-  for (uint64_t i = 0; i < header.num_records; ++i) {
-    if (!ReadVarint64(&p, end, &(*sizes)[i])) Corrupt("record sizes are truncated");
-    (*offsets)[i] = total;
-    if (!CheckedAdd(total, (*sizes)[i], &total)) Corrupt("record sizes overflow");
-  }
-  if (p != end) Corrupt("record sizes have trailing bytes");
-  if (total != header.decoded_data_size) {
-    Corrupt("record sizes add up to " + std::to_string(total) + " bytes, not the " +
-            std::to_string(header.decoded_data_size) + " the chunk header declares");
-  }
-  const uint64_t values_begin = sizes_begin + sizes_size;
-  if (header.data_size - values_begin != total) {
-    Corrupt("uncompressed values hold " + std::to_string(header.data_size - values_begin) +
+  uint8_t first[11];
+  const uint64_t held = std::min<uint64_t>(sizeof(first), header.data_size);
+  bytes.Read(kChunkHeaderSize, held, first);
+  SimpleChunkHead head;
+  if (!ParseSimpleChunkHead(first, held, header.data_size, &head)) Corrupt("malformed record sizes length");
+  if (head.compression != kNoCompression) return 0;
+  scratch->resize(static_cast<size_t>(head.sizes_size));
+  bytes.Read(kChunkHeaderSize + head.sizes_begin, head.sizes_size, scratch->data());
+  const uint64_t total =
+      DecodeRecordSizes(scratch->data(), scratch->data() + scratch->size(), header, offsets, sizes);
+  if (header.data_size - head.values_begin() != total) {
+    Corrupt("uncompressed values hold " + std::to_string(header.data_size - head.values_begin()) +
             " bytes where the record sizes add up to " + std::to_string(total));
   }
-  return kChunkHeaderSize + values_begin;
+  return kChunkHeaderSize + head.values_begin();
 }
 
 }  // namespace
@@ -158,19 +141,9 @@ bool DecodeChunkWindows(const OpenShard& shard, const WantedChunk& wanted,
   std::vector<uint8_t>& prefix = scratch->window_bytes;
   prefix.resize(static_cast<size_t>(std::min(limit - begin, kPrefixBytes)));
   shard.file->ReadAt(begin, prefix.size(), prefix.data());
+  // The frame a whole read checks: header hash, data and records within bounds.
   Chunk chunk;
-  chunk.begin = begin;
-  chunk.header = ReadChunkHeader(FileWindow{prefix.data(), begin, prefix.size()}, begin);
-  // The same bounds a whole read checks: the data and the records fit before
-  // the next chunk.
-  uint64_t header_and_data, data_end, record_end;
-  if (!CheckedAdd(kChunkHeaderSize, chunk.header.data_size, &header_and_data) ||
-      !AddWithOverhead(begin, header_and_data, &data_end) || data_end > limit ||
-      !CheckedAdd(begin, chunk.header.num_records, &record_end) ||
-      RoundUpToPossibleChunkBoundary(record_end) > limit) {
-    Corrupt("chunk at offset " + std::to_string(begin) + " declares more data or records than fit before offset " +
-            std::to_string(limit));
-  }
+  ReadChunkFrame(FileWindow{prefix.data(), begin, prefix.size()}, begin, limit, &chunk);
   if (!IsDecodableRecordChunk(chunk, index, wanted.chunk)) return false;
   const ChunkBytes bytes(*shard.file, begin, prefix);
   std::vector<uint64_t> offsets, sizes;
