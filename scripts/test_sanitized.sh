@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs the test suite against a build of the extension with AddressSanitizer
+# and UndefinedBehaviorSanitizer, leaving the normal editable install as it
+# is. Any sanitizer report aborts the process that hits it, so the test that
+# drove it fails and this script exits non-zero.
+#
+#     bash scripts/test_sanitized.sh [PYTEST ARGS...]   # default: tests, less the fuzz smoke and wheel tests
+#
+# Python: the one scripts/bootstrap.sh installed into ($PYTHON, else the
+# active virtual or conda environment, else the project's .venv).
+# The build goes to build/sanitized (kept, so a rerun only rebuilds what
+# changed) and the extension to build/sanitized-site.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -n "${PYTHON:-}" ]; then
+    PY="$PYTHON"
+elif [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then
+    PY="$VIRTUAL_ENV/bin/python"
+elif [ -n "${CONDA_PREFIX:-}" ] && [ -x "$CONDA_PREFIX/bin/python" ]; then
+    PY="$CONDA_PREFIX/bin/python"
+else
+    PY="$PWD/.venv/bin/python"
+fi
+SITE="$PWD/build/sanitized-site"
+
+rm -rf "$SITE"
+SDS_LOADER_SANITIZE=ON "$PY" -m pip install -q --no-build-isolation --no-deps --target "$SITE" \
+    --config-settings=build-dir="$PWD/build/sanitized" .
+# The editable install's import hook would load the normal extension: drop it
+# and put the sanitized package first. Spawned DataLoader workers import this
+# wrapper again, hence the __main__ guard.
+cat > "$SITE/../sanitized_pytest.py" <<PY
+import sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__]
+sys.path.insert(0, "$SITE")
+if __name__ == "__main__":
+    import pytest
+    import sds_loader._native as native
+    assert native.__file__.startswith("$SITE"), native.__file__
+    sys.exit(pytest.main(sys.argv[1:]))
+PY
+
+if [ $# -eq 0 ]; then
+    set -- -q tests --deselect tests/test_fuzz_smoke.py -m "not wheel"
+fi
+# libstdc++ is preloaded with libasan: Python does not link it, and ASan's
+# __cxa_throw interceptor needs it at start-up. Leaks are not checked: the
+# interpreter itself keeps memory to the end. pytest captures Python's
+# streams only (--capture=sys): a report ends its process at once, and one
+# written to a captured descriptor would be lost with it.
+LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
+ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$PY" "$SITE/../sanitized_pytest.py" --capture=sys "$@"
