@@ -232,7 +232,8 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
         return announced
 
     def __getitem__(self, index: int) -> dict[str, _torch.Tensor]:
-        return self.__getitems__([index])[0]
+        item: dict[str, _torch.Tensor] = self.__getitems__([index])[0]
+        return item
 
     def __getitems__(self, indices: Sequence[int]) -> Batch:
         """Read the batch: one native call per member present, into the batch's final tensors."""

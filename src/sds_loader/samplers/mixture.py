@@ -150,7 +150,8 @@ class MixtureSampler(EpochSampler[list[int]]):
     @property
     def member_counts(self) -> np.ndarray:
         """Records each member contributes to one epoch (before partitioning across ranks)."""
-        return self._quotas.sum(axis=0)
+        counts: np.ndarray = self._quotas.sum(axis=0)
+        return counts
 
     def _item_count(self) -> int:
         return int(self._quotas.shape[0])

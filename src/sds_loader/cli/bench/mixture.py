@@ -13,13 +13,16 @@ The members decode at very different rates (zstd several times slower), so
 the fair expectation is not the plain mean of their rates but the rate of
 spending each member's share of the records at its own pace: the
 time-weighted (harmonic) mean ``1 / sum(share_k / rate_k)``, with the shares
-the epoch actually drew. The last row is the mixture's rate as a percentage
-of that. Every row of a repeat reads from a page cache warmed beforehand;
-each reader makes one untimed pass first (opening shards, starting
-threads, filling buffer pools); then the three take turns in an order
-rotated each repeat, and the
-percentage is the median of the per-repeat ratios, so load from other work
-shifts both sides of a ratio alike.
+the epoch actually drew. The mixture's rate is reported as a percentage of
+that. One more reader takes the same batches with their rows shuffled, so
+that each member's rows are scattered through the batch: what reading into
+scratch and moving the rows into place costs (see `sds_loader.torch_mixture`).
+
+Every reader reads from a page cache warmed beforehand, after one untimed
+pass (opening shards, starting threads, filling buffer pools). In each timed
+pass the readers take turns batch by batch, so that each reader's time is
+spread over the whole pass and load from other work falls on all of them
+alike; the percentages are medians of the per-pass ratios.
 """
 
 from __future__ import annotations
@@ -55,16 +58,33 @@ class MixtureRow:
         return statistics.median(self.values) if self.values else None
 
 
-def _timed(read: Callable[[Sequence[int]], Any], batches: Sequence[Sequence[int]]) -> float:
-    """Records/s over `batches`, after one untimed batch; each batch is held while the next is read."""
-    held = read(batches[0])
-    records = sum(len(batch) for batch in batches)
-    started = time.perf_counter()
-    for batch in batches:
-        held = read(batch)
-    elapsed = time.perf_counter() - started
-    del held
-    return records / elapsed
+#: One reader's read of one batch, and the batches it reads in a pass.
+Reader = tuple[Callable[[Sequence[int]], Any], Sequence[Sequence[int]]]
+
+
+def _pass(readers: dict[str, Reader]) -> dict[str, float]:
+    """Records/s of each reader over its batches, the readers' batches taken in turns.
+
+    Batch by batch, whichever reader is furthest behind (by the share of its
+    pass done) reads next, so each reader's pass is spread over the whole
+    time the pass takes, and load from other work falls on every reader
+    alike. Each reader holds its last batch while it reads the next, as a
+    training loop does.
+    """
+    schedule = sorted(
+        ((position + 0.5) / len(batches), key, position)
+        for key, (_, batches) in readers.items()
+        for position in range(len(batches))
+    )
+    spent = dict.fromkeys(readers, 0.0)
+    held: dict[str, Any] = {}
+    for _, key, position in schedule:
+        read, batches = readers[key]
+        started = time.perf_counter()
+        held[key] = read(batches[position])
+        spent[key] += time.perf_counter() - started
+    held.clear()
+    return {key: sum(len(batch) for batch in readers[key][1]) / spent[key] for key in readers}
 
 
 def _warm(roots: Sequence[str]) -> None:
@@ -98,15 +118,17 @@ def rows(
     ]
     _warm(list(roots[name] for name in names))
 
-    def member_alone(k: int) -> Callable[[], float]:
-        return lambda: _timed(lambda batch: collate(members[k].__getitems__(batch)), alone[k])
+    def member_alone(k: int) -> Callable[[Sequence[int]], Any]:
+        return lambda batch: collate(members[k].__getitems__(batch))
 
-    readers = {name: member_alone(k) for k, name in enumerate(names)}
-    readers["mixture"] = lambda: _timed(lambda batch: collate(mixed.__getitems__(batch)), epoch)
+    def mixture_read(batch: Sequence[int]) -> Any:
+        return collate(mixed.__getitems__(batch))
+
+    readers: dict[str, Reader] = {name: (member_alone(k), alone[k]) for k, name in enumerate(names)}
+    readers["mixture"] = (mixture_read, epoch)
     # The same batches with their rows shuffled: each member's part is read into scratch and moved.
     shuffle = np.random.default_rng(seed)
-    interleaved = [shuffle.permutation(batch).tolist() for batch in epoch]
-    readers["interleaved"] = lambda: _timed(lambda batch: collate(mixed.__getitems__(batch)), interleaved)
+    readers["interleaved"] = (mixture_read, [shuffle.permutation(batch).tolist() for batch in epoch])
     labels = {
         **{name: f"{name} alone, the mixture's {part.size} records of it" for name, part in zip(names, drawn, strict=True)},
         "mixture": "mixture " + "/".join(f"{round(100 * WEIGHTS[n])}" for n in names) + f", {records.size} records",
@@ -120,14 +142,11 @@ def rows(
     )
     table["interleaved"].note = "members' rows scattered: read into scratch, then moved into place"
     interleaved_share = MixtureRow("interleaved_share", "shuffled rows, as % of the time-weighted mean", unit="%")
-    order = list(readers)
-    for key in order:  # opens every shard, starts the threads, fills the buffer pools
-        readers[key]()
-    for repeat in range(repeats):
-        rate = {}
-        for key in order[repeat % len(order):] + order[: repeat % len(order)]:
-            rate[key] = readers[key]()
-            table[key].values.append(rate[key])
+    _pass(readers)  # opens every shard, starts the threads, fills the buffer pools
+    for _ in range(repeats):
+        rate = _pass(readers)
+        for key, row in table.items():
+            row.values.append(rate[key])
         weighted = 1.0 / sum(s / rate[name] for name, s in zip(names, shares, strict=True))
         expected.values.append(weighted)
         share.values.append(100 * rate["mixture"] / weighted)
