@@ -22,8 +22,9 @@ torch = pytest.importorskip("torch")
 
 from torch.utils.data import DataLoader, get_worker_info  # noqa: E402
 
+from s3_fixtures import s3_server, upload_dataset  # noqa: E402, F401
 from sds_factory import capture, write_dataset  # noqa: E402
-from sds_loader import Window  # noqa: E402
+from sds_loader import MixedShapesError, Window  # noqa: E402
 from sds_loader.samplers import MixtureSampler, ShardAwareSampler  # noqa: E402
 from sds_loader.samplers.mixture import batch_quotas  # noqa: E402
 from sds_loader.torch import Batch, Mixture, SDSTorchDataset, collate  # noqa: E402
@@ -167,6 +168,21 @@ def test_members_must_agree_on_keys_and_dtypes(roots: tuple[str, str]) -> None:
         Mixture([first, SDSTorchDataset(roots[1], target=None, targets={"index": "index"})], [1, 1])
     with pytest.raises(ValueError, match=r"member 1 .* delivers 'target' as float64 \(\), member 0 .* as int64 \(\)"):
         Mixture([first, SDSTorchDataset(roots[1], target="snr_db", targets={"index": "index"})], [1, 1])
+
+
+def test_a_member_whose_records_change_shape_is_named(roots: tuple[str, str], tmp_path) -> None:
+    varying = tmp_path / "varying"
+    write_dataset(varying, 20, lambda i: make(i, base=3000, samples=32 if i < 10 else 48), records_per_shard=10)
+    mixed = Mixture(
+        [SDSTorchDataset(roots[0], targets={"index": "index"}), SDSTorchDataset(str(varying), targets={"index": "index"})],
+        [1, 1],
+    )  # record 0 of each member agrees: (2, 32)
+    Reference([roots[0], str(varying)]).check(collate(mixed.__getitems__([1, 121, 120])), [1, 121, 120])
+    with pytest.raises(ValueError, match=r"mixture member 1 \(.*varying\): out\['samples'\] has shape \(2, 2, 32\); this batch needs \(2, 2, 48\).*Window of one length"):
+        mixed.__getitems__([0, 130, 131])
+    with pytest.raises(MixedShapesError, match="mixes record layouts") as raised:
+        mixed.__getitems__([125, 135])
+    assert any("mixture member 1" in note for note in raised.value.__notes__)
 
 
 @pytest.mark.parametrize(
@@ -374,6 +390,7 @@ def report_worker(batch: object) -> dict[str, object]:
     out["worker_buffers"] = info.dataset.buffers
     out["worker_threads"] = [dataset.reader.threads for dataset in info.dataset.datasets]
     out["worker_pid"] = os.getpid()
+    out["worker_in_ring"] = batch._ring_block is not None
     return out
 
 
@@ -396,6 +413,8 @@ def test_workers_deliver_the_same_bytes(roots: tuple[str, str], context: str, wo
             assert batch["worker_buffers"] == "ring" and batch["worker_threads"] == [1, 1]
             assert batch["worker_pid"] != os.getpid()
             reference.check(batch, indices)  # type: ignore[arg-type]
+        # Each worker's first batch sizes its ring; later ones of that size go into it.
+        assert sum(bool(batch["worker_in_ring"]) for batch in batches) >= len(batches) - workers - 1
     assert mixed.buffers == "pool"
 
 
@@ -429,3 +448,22 @@ def test_each_batch_announces_what_follows_it(roots: tuple[str, str], readahead:
         expected = 0 if readahead == 0 else min(len(flat), handed + readahead)
         assert mixed.announced == flat[:expected]
     assert mixed.will_need([0, 1, 150]) > 0  # announced to the members that hold them
+
+
+# -- a member in object storage ----------------------------------------------------
+
+
+def test_a_local_and_a_remote_member_mix(roots: tuple[str, str], s3_server: object) -> None:
+    remote = upload_dataset(s3_server, roots[1], "mixture-second")  # type: ignore[arg-type]
+    mixed = mixture([roots[0], remote])
+    sampler = MixtureSampler(mixed, 32, seed=4)
+    reference = Reference([roots[0], remote])
+    batches = list(sampler)
+    scattered = [i for batch in batches[:2] for i in reversed(batch)]
+    for indices in (batches[0], batches[-1], scattered):
+        reference.check(collate(mixed.__getitems__(indices)), indices)
+    assert mixed.datasets[1].reader.stats.native_records > 0 and mixed.datasets[1].reader.stats.fetch_requests > 0
+    # A spawned worker gets the member's store settings, not this process's registry.
+    loader = DataLoader(mixed, batch_sampler=sampler, num_workers=1, collate_fn=collate, multiprocessing_context="spawn")
+    for batch, indices in zip(loader, batches, strict=True):
+        reference.check(batch, indices)
