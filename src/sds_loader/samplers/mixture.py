@@ -59,8 +59,13 @@ def batch_quotas(weights: np.ndarray, sizes: list[int]) -> np.ndarray:
     Each entry is its share ``weights[k] * size`` rounded down or up, each row
     sums to its batch's size, and the rounding is carried: a member's lag
     (its share so far less its records so far) decides who takes a batch's
-    spare places, so the lag stays below one record and each member's total
-    over the epoch is its share of the epoch, within one record.
+    spare places. That keeps every lag below one record, so each member's
+    total over the epoch is its share of the epoch within one record too.
+    The bound is checked, not proven: the tests try hundreds of random
+    weightings of two to five members against batch and epoch sizes.
+    Rounding each batch on its own (largest remainders, no carry) would cut
+    the same member short in every batch: at 70/30, 179 of 179.2 records a
+    batch, six records short after 32 batches.
     """
     members = weights.size
     quotas = np.zeros((len(sizes), members), dtype=np.int64)
