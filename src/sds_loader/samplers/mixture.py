@@ -186,7 +186,8 @@ class MixtureSampler(EpochSampler[list[int]]):
         stop = start + count
         for number in range(start // length, -(-stop // length)):
             if self.shuffle:
-                rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self.seed, spawn_key=(member, number))))
+                seeds = np.random.SeedSequence(self.seed, spawn_key=(member, number))
+                rng = np.random.Generator(np.random.PCG64(seeds))
                 order = np.asarray(sampler._epoch_items(rng), dtype=np.int64)
             else:
                 order = np.arange(length, dtype=np.int64)

@@ -130,7 +130,10 @@ def rows(
     shuffle = np.random.default_rng(seed)
     readers["interleaved"] = (mixture_read, [shuffle.permutation(batch).tolist() for batch in epoch])
     labels = {
-        **{name: f"{name} alone, the mixture's {part.size} records of it" for name, part in zip(names, drawn, strict=True)},
+        **{
+            name: f"{name} alone, the mixture's {part.size} records of it"
+            for name, part in zip(names, drawn, strict=True)
+        },
         "mixture": "mixture " + "/".join(f"{round(100 * WEIGHTS[n])}" for n in names) + f", {records.size} records",
         "interleaved": "the same, each batch's rows shuffled",
     }
