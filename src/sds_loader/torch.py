@@ -23,6 +23,7 @@ import operator
 import os
 from collections.abc import Iterator, Mapping, Sequence
 
+import numpy as np
 import torch as _torch
 from signal_dataset.storage import ObjectStore
 from torch.utils.data import Dataset as _Dataset
@@ -31,14 +32,22 @@ from torch.utils.data import get_worker_info as _get_worker_info
 
 from sds_loader.errors import UnknownNameError, UnknownTargetError
 from sds_loader.reader import BatchReader
-from sds_loader.samplers import LengthBucketSampler, ShardAwareSampler
+from sds_loader.samplers import LengthBucketSampler, MixtureSampler, ShardAwareSampler
 from sds_loader.shared_epoch import SharedEpoch
 from sds_loader.stores import portable
 from sds_loader.torch_buffers import BufferSource, PagePool, PinnedSource, read_tensors
 from sds_loader.torch_ring import DEFAULT_BLOCKS, RingBatch, WorkerRing
 from sds_loader.windows import Window, length_key
 
-__all__ = ["Batch", "LengthBucketSampler", "SDSTorchDataset", "ShardAwareSampler", "collate"]
+__all__ = [
+    "Batch",
+    "LengthBucketSampler",
+    "Mixture",
+    "MixtureSampler",
+    "SDSTorchDataset",
+    "ShardAwareSampler",
+    "collate",
+]
 
 
 class Batch(Sequence[dict[str, _torch.Tensor]]):
@@ -253,11 +262,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         return local
 
     def _buffer_source(self, in_worker: bool) -> BufferSource:
-        if in_worker:
-            return WorkerRing(self._worker_blocks)
-        if self._pin_memory and _torch.cuda.is_available():
-            return PinnedSource()
-        return PagePool()
+        return buffer_source(in_worker, pin_memory=self._pin_memory, worker_blocks=self._worker_blocks)
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
@@ -327,19 +332,61 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             indices = indices.numpy()
         local = self._open()
         reader = local.reader
-        starts = None
-        if self._window is not None:
-            starts = reader.window_starts(indices, seed=self._seed, epoch=self._epoch.value)
+        starts = self._starts(reader, indices)
         by_source, ring_block = read_tensors(
             lambda allocate: reader.read(indices, starts=starts, allocator=allocate), local.source
         )
-        tensors = {key: by_source[name] for key, name in self._fields.items()}
-        tensors.update({key: by_source[name] for key, name in self._targets.items()})
-        tensors.update(
-            {length_key(key): by_source[length_key(name)] for key, name in self._fields.items()
-             if length_key(name) in by_source}
-        )
+        tensors = {key: by_source[name] for key, name in self._sources().items() if name in by_source}
         return Batch(tensors, next(iter(tensors.values())).shape[0], ring_block=ring_block)
+
+    # -- reading into another's buffers (sds_loader.torch_mixture) ------------
+
+    def _starts(self, reader: BatchReader, indices: Sequence[int] | np.ndarray) -> np.ndarray | None:
+        """Each row's window start under this dataset's seed and the shared epoch, or None."""
+        if self._window is None:
+            return None
+        return reader.window_starts(indices, seed=self._seed, epoch=self._epoch.value)
+
+    def _sources(self) -> dict[str, str]:
+        """Output key -> the name the reader returns it under, window lengths included."""
+        sources = {**self._fields, **self._targets}
+        if self._window is not None and self._window.pad:
+            sources.update({length_key(key): length_key(name) for key, name in self._fields.items()})
+        return sources
+
+    def _row_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Output key -> (shape of one row, dtype), as every batch of this dataset delivers it.
+
+        Learnt from the reader's layout (record 0's, or the last batch's), so
+        a dataset whose records differ in shape, read without a window, may
+        deliver another layout in a later batch; `_read_rows_into` then fails
+        naming the difference.
+        """
+        window = self._window
+        schema = self._open().reader.schema
+        if window is not None:
+            if window.length is None:
+                raise ValueError(
+                    f"{self!r} pads each batch to its longest window (Window(..., None)), so its "
+                    "row shape differs from batch to batch; give the window a length"
+                )
+            schema = schema.windowed(window.length)
+        by_name: dict[str, tuple[tuple[int, ...], np.dtype]] = {
+            spec.name: (tuple(spec.shape), spec.dtype) for spec in schema.fields
+        }
+        by_name.update({target.key: ((), target.dtype) for target in schema.targets})
+        by_name.update({length_key(name): ((), np.dtype(np.int64)) for name in schema.lengths})
+        return {key: by_name[name] for key, name in self._sources().items() if name in by_name}
+
+    def _read_rows_into(self, indices: np.ndarray, out: Mapping[str, np.ndarray]) -> None:
+        """Read `indices` in one native call into `out` (output key -> C-contiguous rows)."""
+        reader = self._open().reader
+        sources = self._sources()
+        reader.read(
+            indices,
+            out={sources[key]: array for key, array in out.items()},
+            starts=self._starts(reader, indices),
+        )
 
     #: Grain's batched-read hook for random-access sources is spelled ``_getitems``.
     _getitems = __getitems__
@@ -360,6 +407,15 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             f"SDSTorchDataset({self._uri!r}, fields={self._fields!r}, "
             f"targets={self._targets!r}{extra})"
         )
+
+
+def buffer_source(in_worker: bool, *, pin_memory: bool, worker_blocks: int) -> BufferSource:
+    """Where this process's batches go: a worker's ring, pinned memory, or the page pool."""
+    if in_worker:
+        return WorkerRing(worker_blocks)
+    if pin_memory and _torch.cuda.is_available():
+        return PinnedSource()
+    return PagePool()
 
 
 def _key_map(
@@ -425,3 +481,8 @@ def _check_disjoint(fields: Mapping[str, str], targets: Mapping[str, str]) -> No
         )
     if not fields and not targets:
         raise ValueError("select at least one field or target")
+
+
+# Last, so that sds_loader.torch_mixture, which needs this module's classes at
+# call time only, can be imported from here without a cycle.
+from sds_loader.torch_mixture import Mixture  # noqa: E402

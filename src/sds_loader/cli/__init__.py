@@ -105,6 +105,13 @@ def parser() -> argparse.ArgumentParser:
             "(1 Mi samples each) against signal_dataset reading whole captures and slicing"
         ),
     )
+    bench.add_argument(
+        "--mixture", action="store_true",
+        help=(
+            "time a 70/30 Mixture of the built-in zstd and uncompressed datasets against each "
+            "read alone, as a share of their time-weighted mean rate"
+        ),
+    )
     # How many long captures --windows writes (tests).
     bench.add_argument("--windows-captures", type=_positive, default=None, help=argparse.SUPPRESS)
     # Shrinks the built-in dataset (tests; also $SDS_LOADER_BENCH_RECORDS).
@@ -215,6 +222,11 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         progress=not args.no_progress,
         command=shlex.join(["sds-loader", *argv]),
     )
+    if args.mixture:
+        from sds_loader.cli.bench import mixture
+
+        print(mixture.main(config))
+        return 0
     if args.loader:
         from sds_loader.cli.bench import loader
 

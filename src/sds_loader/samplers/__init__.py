@@ -3,11 +3,13 @@
 `EpochSampler` is that contract (one order per seed and epoch, equal
 partitions across ranks, exact resume); `ShardAwareSampler` is its
 IO-locality-aware shuffle; `LengthBucketSampler` batches records of similar
-length for padded windows.
+length for padded windows; `MixtureSampler` batches a weighted `Mixture` of
+datasets, each member in proportion in every batch.
 """
 
 from sds_loader.samplers.contract import EpochSampler
 from sds_loader.samplers.length_bucket import LengthBucketSampler
+from sds_loader.samplers.mixture import MixtureSampler
 from sds_loader.samplers.shard_aware import ShardAwareSampler
 
-__all__ = ["EpochSampler", "LengthBucketSampler", "ShardAwareSampler"]
+__all__ = ["EpochSampler", "LengthBucketSampler", "MixtureSampler", "ShardAwareSampler"]
