@@ -92,9 +92,10 @@ void DecodeWholeChunk(const Chunk& chunk, uint64_t max_decoded, SimpleChunk* par
 }  // namespace
 
 uint64_t ShardIndex::ChunkOf(uint64_t record) const {
-  // first_record is ascending; the chunk is the last one starting at or before.
-  const auto it = std::upper_bound(first_record.begin(), first_record.end() - 1, record);
-  return static_cast<uint64_t>(it - first_record.begin()) - 1;
+  if (first_records.empty()) return record;
+  // first_records is ascending; the chunk is the last one starting at or before.
+  const auto it = std::upper_bound(first_records.begin(), first_records.end() - 1, record);
+  return static_cast<uint64_t>(it - first_records.begin()) - 1;
 }
 
 namespace {
@@ -197,8 +198,10 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
             std::to_string(num_chunks));
   }
   index.chunk_offsets.reserve(static_cast<size_t>(num_chunks));
-  index.chunk_decoded_sizes.reserve(static_cast<size_t>(num_chunks));
-  index.first_record.reserve(static_cast<size_t>(num_chunks) + 1);
+  std::vector<uint64_t> first_records;
+  first_records.reserve(static_cast<size_t>(num_chunks) + 1);
+  index.min_chunk_decoded_size = num_chunks > 0 ? UINT64_MAX : 0;
+  bool one_record_each = true;
   uint64_t total = 0;
   for (uint64_t c = 0; c < num_chunks; ++c) {
     const uint8_t* begin = values.data() + parsed.offsets[c + 1];
@@ -216,11 +219,13 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
               std::to_string(offset));
     }
     index.chunk_offsets.push_back(offset);
-    index.chunk_decoded_sizes.push_back(decoded);
-    index.first_record.push_back(total);
+    index.min_chunk_decoded_size = std::min(index.min_chunk_decoded_size, decoded);
+    first_records.push_back(total);
+    one_record_each = one_record_each && records == 1;
     if (!CheckedAdd(total, records, &total)) Corrupt("footer record counts overflow");
   }
-  index.first_record.push_back(total);
+  first_records.push_back(total);
+  if (!one_record_each) index.first_records = std::move(first_records);
   if (total != num_records) {
     Corrupt("footer chunks hold " + std::to_string(total) + " records but the footer declares " +
             std::to_string(num_records));
@@ -254,7 +259,7 @@ bool IsDecodableRecordChunk(const Chunk& chunk, const ShardIndex& index, uint64_
     Corrupt("the footer indexes records in a chunk of type " + std::to_string(chunk.header.type) +
             ", which holds none");
   }
-  const uint64_t expected = index.first_record[c + 1] - index.first_record[c];
+  const uint64_t expected = index.FirstRecord(c + 1) - index.FirstRecord(c);
   if (chunk.header.num_records != expected) {
     Corrupt("chunk holds " + std::to_string(chunk.header.num_records) +
             " records where the footer says " + std::to_string(expected));

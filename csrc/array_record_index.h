@@ -21,10 +21,21 @@ struct ShardIndex {
   // The footer itself is transposed: this core reads no records of the shard.
   bool transposed_footer = false;
   std::vector<uint64_t> chunk_offsets;
-  std::vector<uint64_t> chunk_decoded_sizes;
-  std::vector<uint64_t> first_record;  // per chunk, plus a final total
+  // Per chunk, plus a final total; empty when every chunk holds exactly one
+  // record (signal_dataset's default, group_size:1), which is most shards:
+  // an index is kept for every shard a process touches, so it is kept small.
+  std::vector<uint64_t> first_records;
+  // The smallest decoded size a chunk declares (a hint for planning).
+  uint64_t min_chunk_decoded_size = 0;
 
   uint64_t num_chunks() const { return chunk_offsets.size(); }
+  // The first record of chunk `c`; for c == num_chunks(), the record count.
+  uint64_t FirstRecord(uint64_t c) const { return first_records.empty() ? c : first_records[c]; }
+  // Bytes the index holds, for reporting what a shard costs to keep.
+  size_t HeldBytes() const {
+    return sizeof(*this) + writer_options.capacity() +
+           (chunk_offsets.capacity() + first_records.capacity()) * sizeof(uint64_t);
+  }
   // The writer's options asked for no compression. A hint for planning only:
   // every chunk still says how it is compressed, and one that disagrees is
   // read whole.

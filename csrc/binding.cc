@@ -195,7 +195,7 @@ std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths, boo
     return std::make_unique<sdsl::ShardSet>(std::move(paths), verify_checksums, max_open_files);
   }
   return std::make_unique<sdsl::ShardSet>(std::make_unique<PythonSource>(source, paths.size()),
-                                          verify_checksums, max_open_files);
+                                          verify_checksums);
 }
 
 py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
@@ -309,6 +309,12 @@ PYBIND11_MODULE(_native, m) {
                              "Decode threads this reader has started in this process.")
       .def_property_readonly("kept_scratch_bytes", &sdsl::ShardSet::kept_scratch_bytes,
                              "Bytes of buffers idle scratch keeps between reads.")
+      .def_property_readonly("shards_indexed", &sdsl::ShardSet::shards_indexed,
+                             "Shards whose footer and index this reader keeps (every shard it touched).")
+      .def_property_readonly("index_bytes", &sdsl::ShardSet::index_bytes,
+                             "Bytes the kept shard indexes hold.")
+      .def_property_readonly("footer_reads", &sdsl::ShardSet::footer_reads,
+                             "Shard footers read so far (once per shard touched).")
       .def_property("work_per_helper", &sdsl::ShardSet::work_per_helper,
                     &sdsl::ShardSet::set_work_per_helper,
                     "Work (uncompressed bytes; compressed count 4x) a warm batch needs for each "

@@ -45,7 +45,7 @@ std::vector<std::optional<std::string>> ReadRecordBytes(ShardSet& set, bool veri
         }
       }
       if (!held_decodable) continue;
-      const uint64_t in_chunk = record - index.first_record[c];
+      const uint64_t in_chunk = record - index.FirstRecord(c);
       records[k].emplace(reinterpret_cast<const char*>(values + parsed.offsets[in_chunk]),
                          static_cast<size_t>(parsed.sizes[in_chunk]));
     } catch (const ReaderError& error) {

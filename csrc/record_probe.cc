@@ -35,7 +35,7 @@ RecordProbe ProbeRecord(const OpenShard& shard, uint64_t shard_record, int64_t o
     }
     SimpleChunk parsed;
     ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
-    const uint64_t chunk_record = shard_record - index.first_record[c];
+    const uint64_t chunk_record = shard_record - index.FirstRecord(c);
     const uint64_t record_begin = parsed.offsets[chunk_record], size = parsed.sizes[chunk_record];
     Pieces decoded;
     CheckMaterializable(size);

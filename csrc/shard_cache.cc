@@ -7,8 +7,7 @@
 
 namespace sdsl {
 
-ShardCache::ShardCache(ShardSource& source, size_t max_open_shards)
-    : source_(source), open_(max_open_shards) {
+ShardCache::ShardCache(ShardSource& source) : source_(source), shards_(source.num_files()) {
   StartGuarding();
 }
 
@@ -16,7 +15,10 @@ std::shared_ptr<const OpenShard> ShardCache::Open(size_t file) {
   if (file >= source_.num_files()) {
     Fail(ErrorKind::kArgument, "shard number " + std::to_string(file) + " is out of range");
   }
-  if (auto found = open_.Find(file)) return found;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shards_[file]) return shards_[file];
+  }
   // The footer is read without the lock: a slow disk or a remote source
   // delays only the reads that need this shard, and a fork meanwhile cannot
   // leave the lock held in the child. Two threads missing at once both read
@@ -24,8 +26,27 @@ std::shared_ptr<const OpenShard> ShardCache::Open(size_t file) {
   auto shard = std::make_shared<OpenShard>();
   shard->file = std::make_unique<ShardFile>(source_, file);
   shard->index = ReadShardIndex(*shard->file);
+  footer_reads_.fetch_add(1, std::memory_order_relaxed);
   shard->verified.Reset(shard->index.num_chunks());
-  return open_.Keep(file, std::move(shard));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!shards_[file]) shards_[file] = std::move(shard);
+  return shards_[file];
+}
+
+size_t ShardCache::Touched() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t touched = 0;
+  for (const auto& shard : shards_) touched += shard != nullptr;
+  return touched;
+}
+
+size_t ShardCache::HeldBytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t held = shards_.capacity() * sizeof(shards_[0]);
+  for (const auto& shard : shards_) {
+    if (shard) held += sizeof(OpenShard) + shard->index.HeldBytes() + shard->verified.HeldBytes();
+  }
+  return held;
 }
 
 }  // namespace sdsl

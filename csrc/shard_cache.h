@@ -1,14 +1,19 @@
-// A bounded cache of open shards and their parsed footers, so that each shard
-// is opened and its index read once, not per batch.
+// Every shard a process has touched, with its parsed footer, so that each
+// shard's footer and index are read once, however many shards the dataset
+// has. What stays open is the source's concern (a bounded set of open files
+// and mappings, for local files): a shard is only a handle and its index,
+// a few bytes a record (HeldBytes).
 #ifndef SDS_LOADER_SHARD_CACHE_H_
 #define SDS_LOADER_SHARD_CACHE_H_
 
 #include <cstddef>
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "batch_plan.h"
 #include "fork_guard.h"
-#include "recent_map.h"
 #include "shard_source.h"
 
 namespace sdsl {
@@ -16,25 +21,30 @@ namespace sdsl {
 class ShardCache : public ForkGuarded {
  public:
   // `source` must outlive the cache.
-  ShardCache(ShardSource& source, size_t max_open_shards);
+  explicit ShardCache(ShardSource& source);
 
   size_t num_files() const { return source_.num_files(); }
-  // The open shard `file`, reading its footer on a miss. The least recently
-  // used shard is dropped past max_open_shards; a reader still holding it
-  // keeps it until it finishes.
+  // Shard `file`, reading its footer the first time.
   std::shared_ptr<const OpenShard> Open(size_t file);
+  // Shards touched, and the bytes their indexes and marks hold.
+  size_t Touched() const;
+  // Footers read: once per shard touched, unless two threads missed at once.
+  size_t FooterReads() const { return footer_reads_.load(std::memory_order_relaxed); }
+  size_t HeldBytes() const;
 
   ~ShardCache() override { StopGuarding(); }
 
   // Cached entries stay valid in a forked child (descriptors are inherited
   // and pread keeps no file position); only the lock must be free.
-  void LockForFork() override { open_.Lock(); }
-  void UnlockInParent() override { open_.Unlock(); }
-  void ResetInChild() override { open_.Unlock(); }
+  void LockForFork() override { mutex_.lock(); }
+  void UnlockInParent() override { mutex_.unlock(); }
+  void ResetInChild() override { mutex_.unlock(); }
 
  private:
   ShardSource& source_;
-  RecentMap<OpenShard> open_;  // its lock is never held while a footer is read
+  mutable std::mutex mutex_;  // never held while a footer is read
+  std::vector<std::shared_ptr<const OpenShard>> shards_;  // by file number
+  std::atomic<size_t> footer_reads_{0};
 };
 
 }  // namespace sdsl

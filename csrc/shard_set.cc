@@ -10,12 +10,10 @@
 namespace sdsl {
 
 ShardSet::ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files)
-    : ShardSet(std::make_unique<LocalSource>(std::move(paths), max_open_files), verify_checksums,
-               max_open_files) {}
+    : ShardSet(std::make_unique<LocalSource>(std::move(paths), max_open_files), verify_checksums) {}
 
-ShardSet::ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums,
-                   size_t max_open_files)
-    : source_(std::move(source)), verify_(verify_checksums), shards_(*source_, max_open_files) {}
+ShardSet::ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums)
+    : source_(std::move(source)), verify_(verify_checksums), shards_(*source_) {}
 
 void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
                     size_t count, const BatchLayout& layout, int threads,

@@ -25,7 +25,7 @@ class ShardSet {
   // Shards in local files.
   ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files);
   // Shards wherever `source` finds them.
-  ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums, size_t max_open_files);
+  ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums);
 
   // Reads one batch into `layout`'s rows. Rows whose shard this core cannot
   // decode get needs_fallback[row] = 1 and are left untouched.
@@ -44,6 +44,10 @@ class ShardSet {
   uint64_t work_per_helper() const { return work_per_helper_; }
   void set_work_per_helper(uint64_t bytes) { work_per_helper_ = bytes; }
   std::shared_ptr<const OpenShard> Open(size_t file) { return shards_.Open(file); }
+  // Shards whose index this reader keeps, and the bytes those indexes hold.
+  size_t shards_indexed() const { return shards_.Touched(); }
+  size_t index_bytes() const { return shards_.HeldBytes(); }
+  size_t footer_reads() const { return shards_.FooterReads(); }
 
  private:
   const std::unique_ptr<ShardSource> source_;

@@ -102,7 +102,7 @@ std::vector<ShardProblem> VerifyShard(const std::string& path) {
       try {
         DescribeRecord(values + parsed.offsets[r], parsed.sizes[r], &scratch.record_scratch);
       } catch (const ReaderError& error) {
-        problem.record = static_cast<int64_t>(index.first_record[c] + r);
+        problem.record = static_cast<int64_t>(index.FirstRecord(c) + r);
         problem.message = error.what();
         problems.push_back(problem);
       }

@@ -7,25 +7,29 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace sdsl {
 
 class VerifiedChunks {
  public:
+  // One bit a chunk: an index and these marks are kept for every shard a
+  // process touches.
   void Reset(size_t chunks) {
-    marks_ = std::make_unique<std::atomic<bool>[]>(chunks);
+    words_ = std::make_unique<std::atomic<uint64_t>[]>((chunks + 63) / 64);
     size_ = chunks;
   }
   bool Has(size_t chunk) const {
-    return chunk < size_ && marks_[chunk].load(std::memory_order_acquire);
+    return chunk < size_ && (words_[chunk / 64].load(std::memory_order_acquire) >> (chunk % 64)) & 1;
   }
   void Mark(size_t chunk) const {
-    if (chunk < size_) marks_[chunk].store(true, std::memory_order_release);
+    if (chunk < size_) words_[chunk / 64].fetch_or(uint64_t{1} << (chunk % 64), std::memory_order_release);
   }
+  size_t HeldBytes() const { return (size_ + 63) / 64 * sizeof(uint64_t); }
 
  private:
-  std::unique_ptr<std::atomic<bool>[]> marks_;
+  std::unique_ptr<std::atomic<uint64_t>[]> words_;
   size_t size_ = 0;
 };
 

@@ -36,8 +36,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
     const sdsl::ShardIndex index = sdsl::ReadShardIndex(shard);
     if (!index.transposed_footer) {
       // What the batch planner relies on: ascending chunks before the footer,
-      // a record count per chunk, and ChunkOf agreeing with first_record.
-      if (index.first_record.size() != index.chunk_offsets.size() + 1) __builtin_trap();
+      // a record count per chunk, and ChunkOf agreeing with FirstRecord.
+      if (!index.first_records.empty() && index.first_records.size() != index.chunk_offsets.size() + 1) {
+        __builtin_trap();
+      }
+      if (index.FirstRecord(index.num_chunks()) != index.num_records) __builtin_trap();
       for (uint64_t c = 0; c < index.num_chunks(); ++c) {
         if (index.ChunkLimit(c) <= index.chunk_offsets[c]) __builtin_trap();
         if (index.ChunkLimit(c) > index.footer_offset) __builtin_trap();
@@ -45,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
       if (index.num_records > 0) {
         const uint64_t last = index.num_records - 1;
         const uint64_t c = index.ChunkOf(last);
-        if (c >= index.num_chunks() || index.first_record[c] > last) __builtin_trap();
+        if (c >= index.num_chunks() || index.FirstRecord(c) > last) __builtin_trap();
         const uint64_t c0 = index.ChunkOf(0);
         if (c0 >= index.num_chunks()) __builtin_trap();
       }

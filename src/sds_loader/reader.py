@@ -16,6 +16,7 @@ from signal_dataset.storage import ObjectStore
 from sds_loader import fallback, sources
 from sds_loader.addressing import ShardTable, native_unavailable_reason, shard_table
 from sds_loader.dataset_root import open_dataset
+from sds_loader.file_budget import default_open_files
 from sds_loader.errors import MixedShapesError, SchemaMismatch, UnknownNameError, UnknownTargetError
 from sds_loader.indices import normalize, normalize_one
 from sds_loader.outputs import Allocator, adopt, allocate
@@ -148,6 +149,11 @@ class BatchReader:
     - snappy, brotli, grouped chunks: the whole chunk is decoded as without a
       window, and only the window is copied.
 
+    What each shard's footer and index say is kept for every shard touched, a
+    few bytes a record (`index_bytes`), so no shard is parsed twice. At most
+    `max_open_files` shards stay open (a descriptor and a mapping each); the
+    default follows the process's file limit (see `sds_loader.file_budget`).
+
     Shards in S3 (or any S3-compatible store) are read natively too: the same
     plan, then only the byte ranges it needs, as ranged GETs, up to
     `requests_in_flight` at once per process (default 32). The store's
@@ -168,7 +174,7 @@ class BatchReader:
         targets: Sequence[str] = (),
         threads: int | None = None,
         verify_checksums: bool = True,
-        max_open_files: int = 64,
+        max_open_files: int | None = None,
         object_store: ObjectStore | None = None,
         window: Window | None = None,
         requests_in_flight: int | None = None,
@@ -182,8 +188,10 @@ class BatchReader:
             threads = default_threads()
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be a positive integer, not {threads!r}")
+        if max_open_files is None:
+            max_open_files = default_open_files()
         if isinstance(max_open_files, bool) or not isinstance(max_open_files, int) or max_open_files < 1:
-            raise ValueError(f"max_open_files must be a positive integer, not {max_open_files!r}")
+            raise ValueError(f"max_open_files must be a positive integer or None, not {max_open_files!r}")
         if window is not None and not isinstance(window, Window):
             raise TypeError(f"window must be a sds_loader.Window, not {type(window).__name__}")
         self._window = window
@@ -283,6 +291,23 @@ class BatchReader:
     def native_unavailable_reason(self) -> str | None:
         """Why every record goes through signal_dataset, or None when none must."""
         return self._process().native_reason
+
+    @property
+    def max_open_files(self) -> int:
+        """Shards this reader keeps open at most (descriptors and mappings)."""
+        return self._max_open_files
+
+    @property
+    def index_bytes(self) -> int:
+        """Bytes this process keeps of the footers and indexes of the shards read so far."""
+        native = self._process().native
+        return 0 if native is None else int(native.index_bytes)
+
+    @property
+    def shards_indexed(self) -> int:
+        """Shards whose footer and index this process has read (each once)."""
+        native = self._process().native
+        return 0 if native is None else int(native.shards_indexed)
 
     @property
     def schema(self) -> Schema:
