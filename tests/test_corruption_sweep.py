@@ -27,7 +27,7 @@ from functools import partial
 
 import pytest
 
-pytest.importorskip("sds_loader._native")
+from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 
 RECORDS = 8
 SAMPLES = 512  # 2 x 512 complex64: 8 KiB a record, so the shard spans block headers

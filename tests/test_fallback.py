@@ -16,14 +16,7 @@ import signal_dataset as sds
 from sds_factory import assert_batch, capture, field, write_dataset
 
 import sds_loader
-
-try:
-    import sds_loader._native  # noqa: F401
-
-    HAS_NATIVE = True
-except ImportError:
-    HAS_NATIVE = False
-requires_native = pytest.mark.skipif(not HAS_NATIVE, reason="sds_loader._native is not built")
+from native_required import _native  # noqa: F401 - a build without it fails the run (conftest.py)
 
 TRANSPOSED = "group_size:1,transpose:true"
 
@@ -117,21 +110,15 @@ def test_transposed_and_plain_shards_in_one_batch(half_transposed):
     assert_batch(half_transposed, batch, indices, FIELDS, TARGETS)
     transposed_rows = sum(1 for i in indices if 4 <= i < 8)
     assert transposed_rows > 0
-    assert reader.stats.fallback_records + reader.stats.native_records == len(indices)
-    if HAS_NATIVE:
-        assert reader.stats.fallback_records == transposed_rows
-        assert reader.stats.native_records == len(indices) - transposed_rows
-    else:
-        assert reader.stats.fallback_records == len(indices)
+    assert reader.stats.fallback_records == transposed_rows
+    assert reader.stats.native_records == len(indices) - transposed_rows
 
 
 def test_batch_of_only_plain_shards_of_a_partly_transposed_dataset(half_transposed):
     reader = sds_loader.BatchReader(half_transposed, fields=("mask",))
     indices = [0, 9, 3, 11]
     assert_batch(half_transposed, reader.read(indices), indices, ("mask",))
-    assert reader.stats.fallback_records + reader.stats.native_records == len(indices)
-    if HAS_NATIVE:
-        assert reader.stats.native_records == len(indices)
+    assert reader.stats.native_records == len(indices) and reader.stats.fallback_records == 0
 
 
 # -- reference datasets ----------------------------------------------------
@@ -169,7 +156,6 @@ def test_reference_dataset_single_record(reference_pair):
 # -- plain datasets stay native --------------------------------------------
 
 
-@requires_native
 @pytest.mark.parametrize("threads", [1, 3])
 def test_plain_dataset_is_read_natively(plain, threads):
     reader = sds_loader.BatchReader(plain, targets=("label", "snr_db"), threads=threads)
@@ -181,7 +167,6 @@ def test_plain_dataset_is_read_natively(plain, threads):
     assert reader.stats.fallback_records == 0
 
 
-@requires_native
 def test_plain_dataset_has_no_reason_to_fall_back(plain):
     reader = sds_loader.BatchReader(plain)
     assert reader.native_unavailable_reason is None
@@ -192,9 +177,7 @@ def test_stats_count_every_row(plain):
     reader.read([1, 2, 2])
     reader.read([0])
     assert reader[5]["samples"].tobytes() == sds.open(plain)[5]["samples"].data.tobytes()
-    assert reader.stats.native_records + reader.stats.fallback_records == 5
-    if not HAS_NATIVE:
-        assert reader.stats.fallback_records == 5
+    assert reader.stats.native_records == 5 and reader.stats.fallback_records == 0
 
 
 # -- damaged shards the fallback serves ----------------------------------------

@@ -27,7 +27,7 @@ import signal_dataset as sds
 
 import sds_factory
 import sds_loader
-from sds_loader import _native
+from native_required import _native
 from native_batches import native_read, open_native
 from sds_factory import assert_matches_reference, write_dataset
 
