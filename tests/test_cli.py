@@ -274,10 +274,22 @@ def _check_bench_document(document, variants, records):
             assert row["status"] == "ok", row
             assert row["records"] == records, row
             assert row["seconds"] > 0 and row["records_per_s"] > 0 and row["mb_per_s"] > 0, row
-        assert rows["sds_getitems"]["x_vs_signal_dataset"] == pytest.approx(1.0)
+        # Each ratio is that row's own rate over the baseline's or the bound's,
+        # so a ratio taken against the wrong row, or left out, fails here.
+        baseline = rows["sds_getitems"]["records_per_s"]
         bound = document["datasets"][variant]["bound"]
-        if rows[bound]["status"] == "ok":
-            assert rows[bound]["is_bound"] and rows[bound]["pct_of_bound"] == pytest.approx(100.0)
+        assert [key for key, row in rows.items() if row["is_bound"]] == [bound]
+        bound_rate = rows[bound]["records_per_s"]
+        for key, row in rows.items():
+            if row["status"] != "ok":
+                assert row["x_vs_signal_dataset"] is None and row["pct_of_bound"] is None, row
+                continue
+            assert row["records_per_s"] == pytest.approx(row["records"] / row["seconds"]), row
+            assert row["x_vs_signal_dataset"] == pytest.approx(row["records_per_s"] / baseline), row
+            if key.startswith("bound_") and key != bound:
+                assert row["pct_of_bound"] is None, row  # context, not a method
+            elif bound_rate:
+                assert row["pct_of_bound"] == pytest.approx(100 * row["records_per_s"] / bound_rate), row
 
 
 def test_bench_on_a_dataset_writes_every_row(capsys, zstd_root, tmp_path):

@@ -11,6 +11,7 @@ signal_dataset's own reader is not safe to use in a forked child.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import signal
@@ -267,18 +268,34 @@ def test_a_cold_batch_is_read_with_more_reads_in_flight_than_threads(tmp_path):
 
 def test_a_small_warm_batch_wakes_no_helper(tmp_path):
     """Waking a helper costs more than hashing and copying a few small
-    uncompressed records, so such a batch stays on the caller's thread."""
-    root = str(tmp_path / "small")
-    write_dataset(root, 32, records_per_shard=8, writer_options=["uncompressed"] * 4)
+    uncompressed records, so such a batch stays on the caller's thread; a
+    batch of the same shape with enough work per helper wakes one, at the
+    same (default) threshold."""
     ordinals = [0, 9, 18, 27]  # one run in each shard
-    native, table = open_native(root)
-    native.work_per_helper = _native.ShardSet([], True, 1).work_per_helper
-    assert native.work_per_helper == 512 << 10
-    assert_matches_reference(root, native_read(native, table, ordinals, threads=2), ordinals,
+    small = str(tmp_path / "small")
+    write_dataset(small, 32, records_per_shard=8, writer_options=["uncompressed"] * 4)
+    native, table = _native_at_default_threshold(small)
+    assert_matches_reference(small, native_read(native, table, ordinals, threads=2), ordinals,
                              ["samples"], ["label"])
-    assert native.worker_threads == 0
-    # Past the threshold the same batch does wake one.
-    native.work_per_helper = 1
-    assert_matches_reference(root, native_read(native, table, ordinals, threads=2), ordinals,
+    assert native.worker_threads == 0 and native.helped_batches == 0
+    # Records of 512 KiB: the same four runs, now worth a second thread.
+    large = str(tmp_path / "large")
+    write_dataset(large, 32, functools.partial(sds_factory.capture, samples=32768), records_per_shard=8,
+                  writer_options=["uncompressed"] * 4)
+    native, table = _native_at_default_threshold(large)
+    assert_matches_reference(large, native_read(native, table, ordinals, threads=2), ordinals,
                              ["samples"], ["label"])
     assert native.worker_threads == 1
+    # Lowering the threshold wakes one for the small batch too.
+    native, table = _native_at_default_threshold(small)
+    native.work_per_helper = 1
+    assert_matches_reference(small, native_read(native, table, ordinals, threads=2), ordinals,
+                             ["samples"], ["label"])
+    assert native.worker_threads == 1
+
+
+def _native_at_default_threshold(root: str):
+    native, table = open_native(root)
+    # open_native lifts the threshold for the other tests; put back a fresh ShardSet's.
+    native.work_per_helper = _native.ShardSet([], True, 1).work_per_helper
+    return native, table
