@@ -36,3 +36,45 @@ def pytest_configure(config: pytest.Config) -> None:
             "tests is missing. Build it with `bash scripts/bootstrap.sh` (or `pip install -e .`); "
             f"to run only the tests that need no extension, set {ALLOW_NO_NATIVE}=1."
         )
+
+
+# -- folders on a disk ---------------------------------------------------------
+
+#: Where tests that need pages dropped from the page cache write their files:
+#: under the checkout, on the disk it lives on, where the system temporary
+#: folder may be tmpfs (whose pages are the files, and are never dropped).
+DISK_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".pytest-disk")
+
+
+@pytest.fixture(scope="session")
+def disk_path_factory():
+    """Makes fresh folders under DISK_ROOT; removes them when the session ends."""
+    import itertools
+    import pathlib
+    import shutil
+    import tempfile
+
+    os.makedirs(DISK_ROOT, exist_ok=True)
+    session = tempfile.mkdtemp(prefix=f"session-{os.getpid()}-", dir=DISK_ROOT)
+    numbers = itertools.count()
+
+    def make(name: str) -> pathlib.Path:
+        path = pathlib.Path(session) / f"{''.join(c if c.isalnum() else '-' for c in name)[:48]}-{next(numbers)}"
+        path.mkdir()
+        return path
+
+    try:
+        yield make
+    finally:
+        shutil.rmtree(session, ignore_errors=True)
+        try:
+            os.rmdir(DISK_ROOT)  # only when no other session is using it
+        except OSError:
+            pass
+
+
+@pytest.fixture
+def disk_path(disk_path_factory, request):
+    """A fresh folder on the checkout's disk, for a test that drops cached pages."""
+    return disk_path_factory(request.node.name)
+

@@ -55,3 +55,24 @@ def test_every_file_that_needed_the_extension_now_imports_it():
             assert 'importorskip("sds_loader._native")' not in text, name
             assert "HAS_NATIVE" not in text, name
             assert "\nfrom sds_loader import _native" not in text, f"{name}: import it from native_required"
+
+
+def test_no_test_skips_because_its_folder_keeps_pages():
+    """Tests that drop cached pages write on the checkout's disk (the
+    `disk_path` fixtures) and fail when the pages stay, rather than skip
+    whenever the temporary folder happens to be tmpfs."""
+    for name in sorted(os.listdir(HERE)):
+        if name.endswith(".py") and name != os.path.basename(__file__):
+            with open(os.path.join(HERE, name), encoding="utf-8") as handle:
+                text = handle.read()
+            assert "keeps the pages cached" not in text and "(tmpfs, say)" not in text, name
+
+
+def test_the_disk_folder_is_on_a_disk(disk_path):
+    with open("/proc/mounts", encoding="utf-8") as handle:
+        mounts = [line.split()[1:3] for line in handle]
+    path = os.path.realpath(disk_path)
+    point, kind = max(((p, k) for p, k in mounts if path == p or path.startswith(p.rstrip("/") + "/")),
+                      key=lambda item: len(item[0]))
+    assert kind not in ("tmpfs", "ramfs"), f"{path} is on {kind} ({point})"
+    assert ".pytest-disk" in path and os.path.isdir(path)

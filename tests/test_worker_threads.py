@@ -30,6 +30,7 @@ import sds_factory
 import sds_loader
 from native_required import _native
 from native_batches import native_read, open_native
+from disk_pages import drop_cached_pages
 from sds_factory import assert_matches_reference, write_dataset
 
 HANG_SECONDS = 30
@@ -225,10 +226,11 @@ def test_scratch_kept_between_reads_is_bounded(tmp_path):
     assert_matches_reference(root, native_read(native, table, [2], threads=1), [2], ["blob"], ["label"])
 
 
-def test_a_cold_batch_is_read_with_more_reads_in_flight_than_threads(tmp_path):
+def test_a_cold_batch_is_read_with_more_reads_in_flight_than_threads(disk_path):
     """Shards dropped from the page cache: the batch is fetched on the IO
-    threads (which start for it) and comes out as it does warm."""
-    root = str(tmp_path / "cold")
+    threads (which start for it) and comes out as it does warm. The shards
+    live on the checkout's disk: a tmpfs folder never gives its pages up."""
+    root = str(disk_path / "cold")
     write_dataset(root, 64, records_per_shard=16, writer_options="group_size:1")
     native, table = open_native(root)
     ordinals = np.random.default_rng(3).permutation(64)[:40].tolist()
@@ -239,25 +241,7 @@ def test_a_cold_batch_is_read_with_more_reads_in_flight_than_threads(tmp_path):
     del native
     gc.collect()
     for path in table.paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            # A page just used may sit in another CPU's batch of pages on
-            # their way to the LRU lists, which the kernel skips when it
-            # drops pages: ask again a few times before giving up.
-            for _ in range(10):
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                try:
-                    os.preadv(fd, [bytearray(1)], os.path.getsize(path) // 2, os.RWF_NOWAIT)
-                except BlockingIOError:
-                    break
-                except OSError:
-                    pytest.skip("this file system does not answer non-blocking reads")
-                time.sleep(0.05)
-            else:
-                pytest.skip("this file system keeps the pages cached")
-        finally:
-            os.close(fd)
+        drop_cached_pages(path, os.path.getsize(path) // 2)
     native, table = open_native(root)
     before = tasks()
     cold = native_read(native, table, ordinals, threads=1)
