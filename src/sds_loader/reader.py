@@ -81,7 +81,9 @@ class _ProcessState:
 
         self.pid = os.getpid()
         self.dataset = open_dataset(uri, object_store=for_root(uri, object_store))
-        self.fallback = fallback.FallbackReader(uri, self.dataset.object_store)
+        self.fallback = fallback.FallbackReader(
+            uri, self.dataset.object_store, verify_checksums=verify_checksums, max_open_files=max_open_files
+        )
         self.native_reason = native_unavailable_reason(self.dataset)
         self.table: ShardTable | None = None
         self.native = None
