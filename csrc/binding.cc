@@ -318,7 +318,9 @@ PYBIND11_MODULE(_native, m) {
       .def_property("work_per_helper", &sdsl::ShardSet::work_per_helper,
                     &sdsl::ShardSet::set_work_per_helper,
                     "Work (uncompressed bytes; compressed count 4x) a warm batch needs for each "
-                    "helper thread it wakes; 0 wakes every helper `threads` allows.");
+                    "helper thread it wakes; 0 wakes every helper `threads` allows.")
+      .def_property_readonly("helped_batches", &sdsl::ShardSet::helped_batches,
+                             "Batches in which a helper thread decoded at least one run.");
 
 
   m.def(

@@ -5,6 +5,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 namespace sdsl {
@@ -127,9 +128,9 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, bool gathe
 
 }  // namespace
 
-void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
-                 ScratchPool* scratch_pool, WorkerPool* workers, const RunWork& work) {
-  if (runs.empty()) return;
+size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
+                   ScratchPool* scratch_pool, WorkerPool* workers, const RunWork& work) {
+  if (runs.empty()) return 0;
   const size_t parallel = std::min<size_t>(std::max(threads, 1), runs.size());
   std::vector<RangeRequest> ranges;
   ranges.reserve(runs.size());
@@ -142,12 +143,16 @@ void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;
   std::mutex error_mutex;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<size_t> helped_runs{0};
   const std::function<void()> worker = [&]() {
     std::unique_ptr<WorkerScratch> scratch;
+    const bool helper = std::this_thread::get_id() != caller;
     try {
       scratch = scratch_pool->Acquire();
       for (size_t s = next_slice++; s < slices.size() && !failed; s = next_slice++) {
         FetchAndDecode(runs, slices[s], gather > 0, source, work, scratch.get());
+        if (helper) helped_runs += slices[s].last - slices[s].first;
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
@@ -162,6 +167,7 @@ void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
   if (gather == 0) helpers = HelpersWorthWaking(runs, helpers, work.work_per_helper);
   workers->Run(helpers, worker);
   if (first_error) std::rethrow_exception(first_error);
+  return helped_runs;
 }
 
 }  // namespace sdsl

@@ -49,8 +49,10 @@ constexpr uint64_t kDefaultWorkPerHelper = 512 << 10;
 
 // Calls work.decode once for each run, on up to `threads` threads (the
 // caller's and pool helpers). After the first error no new run starts; that
-// error is rethrown, unchanged, once every thread has stopped.
-void ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
+// error is rethrown, unchanged, once every thread has stopped. Returns how
+// many runs pool helpers decoded (0 when the caller's thread did them all),
+// so that a test can tell a multi-threaded batch from one that only asked.
+size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
                  ScratchPool* scratch, WorkerPool* workers, const RunWork& work);
 
 }  // namespace sdsl

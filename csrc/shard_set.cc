@@ -41,7 +41,9 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
   };
   work.work_per_helper = work_per_helper_;
   work.split_block_headers = local;
-  ExecuteRuns(plan.runs, threads, *source_, &scratch_, &workers_, work);
+  if (ExecuteRuns(plan.runs, threads, *source_, &scratch_, &workers_, work) > 0) {
+    helped_batches_.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 RecordProbe ShardSet::Probe(size_t file, uint64_t shard_record, int64_t ordinal) {

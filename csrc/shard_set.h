@@ -4,6 +4,7 @@
 #define SDS_LOADER_SHARD_SET_H_
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,6 +44,9 @@ class ShardSet {
   // Work (uncompressed bytes) a warm batch needs per helper thread it wakes.
   uint64_t work_per_helper() const { return work_per_helper_; }
   void set_work_per_helper(uint64_t bytes) { work_per_helper_ = bytes; }
+  // Batches in which a helper thread decoded at least one run: what tells a
+  // multi-threaded read from one whose helpers were asked for but not used.
+  uint64_t helped_batches() const { return helped_batches_.load(std::memory_order_relaxed); }
   std::shared_ptr<const OpenShard> Open(size_t file) { return shards_.Open(file); }
   // Shards whose index this reader keeps, and the bytes those indexes hold.
   size_t shards_indexed() const { return shards_.Touched(); }
@@ -56,6 +60,7 @@ class ShardSet {
   ScratchPool scratch_;
   WorkerPool workers_;
   uint64_t work_per_helper_ = kDefaultWorkPerHelper;
+  std::atomic<uint64_t> helped_batches_{0};
 };
 
 }  // namespace sdsl

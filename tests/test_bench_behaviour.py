@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from functools import partial
 
+import numpy as np
 import pytest
 
 import sds_factory
 from sds_loader.cli import main, progress
-from sds_loader.cli.bench import builtin
+from sds_loader.cli.bench import builtin, report, timing
+from sds_loader.cli.bench.plan import Plan
 from sds_loader.cli.bench.run import results_dir
 
 RECORDS = 24
@@ -87,3 +90,52 @@ def test_builtin_run_says_where_it_caches_and_logs_whole_lines(capsys, tmp_path,
     said: list[str] = []
     builtin.ensure(directory=cache, progress=False, say=said.append)
     assert len(said) == 1 and said[0].startswith("the built-in dataset (") and f"is cached in {cache}" in said[0]
+
+
+class _Recording(timing.Runner):
+    """A runner that records what each instance was asked to do."""
+
+    def __init__(self, log: list, seconds_per_record: float) -> None:
+        self.log = log
+        self.seconds = seconds_per_record
+        self.runs = 0
+        log.append(self)
+
+    def run(self, batches):
+        self.runs += 1
+        for batch in batches:
+            time.sleep(self.seconds * batch.size)
+            yield int(batch.size)
+
+
+def _plan() -> Plan:
+    batches = [np.arange(k, k + 4) for k in range(0, 12, 4)]
+    return Plan("v", "/nowhere", "samples", None, batches, record_bytes=8, compression="none")
+
+
+@pytest.mark.parametrize("seconds_per_record", [0.0, 0.05], ids=["fast", "slow"])
+def test_every_row_gets_the_same_passes_each_from_a_fresh_runner(seconds_per_record):
+    """A fast row once got more (and warmer) passes than a slow one; now each
+    gets PASSES, each by a runner opened for it that reads one warm-up batch
+    and the timed batches once."""
+    made: list[_Recording] = []
+    row = timing.measure(_plan(), "k", "label", lambda plan: _Recording(made, seconds_per_record), progress=False)
+    assert row.status == "ok", row
+    assert row.passes == timing.PASSES == len(made)
+    assert [runner.runs for runner in made] == [2] * timing.PASSES  # warm-up, then one timed pass
+    assert row.records == 12
+    if seconds_per_record:
+        assert row.seconds >= 12 * seconds_per_record
+
+
+def test_the_table_header_says_how_rates_were_taken(capsys, root, tmp_path):
+    out = tmp_path / "out"
+    assert main(["bench", root, "--batch-size", "8", "--batches", "1", "--out", os.fspath(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert timing.PASSES_NOTE in printed
+    assert f"median of {timing.PASSES} passes, each by a fresh reader" in (out / "bench.md").read_text()
+    document = json.loads((out / "bench.json").read_text())
+    assert document["passes"] == timing.PASSES
+    measured = [row for row in document["rows"] if row["status"] == "ok"]
+    assert measured and {row["passes"] for row in measured} == {timing.PASSES}
+    assert report.HEADER[2].endswith(f"({timing.PASSES_NOTE})")

@@ -6,7 +6,10 @@ of 150 offsets sampled across the whole file with a fixed seed, and the file
 is truncated at every chunk boundary. After each damage every record is read
 alone and all of them together. Each read must either raise
 `signal_dataset.CorruptDatasetError` or return exactly the intact record:
-never other bytes, never another exception, never a crash or a hang.
+never other bytes, never another exception, never a crash or a hang. A
+refusal of a record signal_dataset still reads (checked in the same child)
+must be one of the named, documented classes in stricter.py, so a reader
+that refuses too much fails too.
 
 tests/test_corruption.py aims single, named damages at known places; this
 file samples everywhere, including places nobody thought to aim at.
@@ -27,7 +30,7 @@ from functools import partial
 
 import pytest
 
-pytest.importorskip("sds_loader._native")
+from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 
 RECORDS = 8
 SAMPLES = 512  # 2 x 512 complex64: 8 KiB a record, so the shard spans block headers
@@ -48,6 +51,7 @@ def _sweep(pristine: str, work: str, kind: str) -> dict:
     """The child's side: damage, read, compare. Returns counts and failures."""
     import signal_dataset as sds
     from sds_factory import data_shards, read_chunks
+    from stricter import stricter_class
 
     import sds_loader
 
@@ -74,8 +78,26 @@ def _sweep(pristine: str, work: str, kind: str) -> dict:
         if boundary < len(intact):
             damages.append((f"truncate at {boundary}", intact[:boundary]))
 
-    counts = {"raised": 0, "equal": 0, "damages": len(damages)}
+    counts = {"raised": 0, "equal": 0, "damages": len(damages), "stricter": 0}
     failures: list[str] = []
+    #: Per damage, the records signal_dataset reads intact (refusals: its
+    #: array_record's RuntimeError, its codecs' ValidationError, CorruptDatasetError).
+    reference_reads: set[int] = set()
+
+    def signal_dataset_reads() -> set[int]:
+        try:
+            dataset = sds.open(root)
+        except (RuntimeError, sds.errors.ValidationError, sds.CorruptDatasetError):
+            return set()
+        readable = set()
+        for ordinal in range(RECORDS):
+            try:
+                record = dataset[ordinal]
+            except (RuntimeError, sds.errors.ValidationError, sds.CorruptDatasetError):
+                continue
+            if record["samples"].data.tobytes() == expected[ordinal][0]:
+                readable.add(ordinal)
+        return readable
 
     def check(what: str, read, ordinals: list[int]) -> None:
         try:
@@ -84,6 +106,11 @@ def _sweep(pristine: str, work: str, kind: str) -> dict:
             counts["raised"] += 1
             if os.path.basename(target) not in str(error):
                 failures.append(f"{what}: error does not name the shard: {error}")
+            if set(ordinals) <= reference_reads:
+                # signal_dataset reads every record asked for: only a named class may refuse them.
+                counts["stricter"] += 1
+                if stricter_class(error) is None:
+                    failures.append(f"{what}: refused, where signal_dataset reads it intact: {error}")
             return
         except Exception as error:  # noqa: BLE001 - any other exception is the failure
             failures.append(f"{what}: {type(error).__name__}: {error}")
@@ -100,6 +127,7 @@ def _sweep(pristine: str, work: str, kind: str) -> dict:
     for name, data in damages:
         with open(target, "wb") as file:
             file.write(data)
+        reference_reads = signal_dataset_reads()
         reader = sds_loader.BatchReader(root, fields=FIELDS, targets=TARGETS, threads=2)
         for ordinal in everything:
             check(f"{name}, record {ordinal}", partial(reader.read, [ordinal]), [ordinal])

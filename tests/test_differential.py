@@ -4,9 +4,11 @@ One record chunk of a real shard is damaged (chunk header fields, record
 sizes, SafeTensors headers, descriptors, tensor bytes, compressed bytes) and
 its header and data hashes are rewritten to match, so that the damage reaches
 the parsers as it would from a crafted file. Every record is then read with
-both readers. sds_loader may refuse more than signal_dataset (those cases are
-counted and printed), but whatever it returns must be what signal_dataset
-returns, and where signal_dataset raises, only the pristine record.
+both readers. sds_loader may refuse a record signal_dataset reads only for
+one of the named, documented reasons in stricter.py (those cases are counted
+and printed; any other refusal fails), and whatever it returns must be what
+signal_dataset returns, and where signal_dataset raises, only the pristine
+record.
 
 The default run takes a fixed sample of damages per layout; set
 SDS_LOADER_LONG_DIFFERENTIAL=1 for every byte of the chunk, two bits each, over
@@ -22,12 +24,14 @@ import shutil
 import zlib
 from functools import partial
 
+import numpy as np
 import pytest
 import signal_dataset as sds
 
 import sds_loader
-from sds_factory import capture, data_shards, record_chunks, write_dataset
+from sds_factory import capture, data_shards, field, record_chunks, write_dataset
 from shard_surgery import ChunkHeader, ShardImage, simple_chunk_layout
+from stricter import STRICTER, stricter_class
 
 LONG = os.environ.get("SDS_LOADER_LONG_DIFFERENTIAL") == "1"
 RECORDS = 4
@@ -76,17 +80,25 @@ def damages(header: ChunkHeader, payload: bytes, seed: int):
             yield f"{region} byte {position} bit {bit}", header, bytes(damaged)
 
 
+#: What signal_dataset raises for a damaged record: array_record's RuntimeError
+#: (its one exception type) for a chunk it refuses, its codecs' ValidationError
+#: for a record it cannot decode, CorruptDatasetError for a shard that does not
+#: match its manifest; KeyError for a record whose damaged descriptor renamed
+#: the field. Anything else escaping it fails the test.
+REFERENCE_REFUSALS = (RuntimeError, sds.errors.ValidationError, sds.CorruptDatasetError, KeyError)
+
+
 def reference_reads(root):
-    """Each record's samples from signal_dataset, or the exception it raised."""
+    """Each record's samples from signal_dataset, or the refusal it raised."""
     try:
         dataset = sds.open(os.fspath(root))
-    except Exception as exc:  # noqa: BLE001 - any refusal counts as one
+    except REFERENCE_REFUSALS as exc:
         return [(None, exc)] * RECORDS
     results = []
     for ordinal in range(RECORDS):
         try:
             results.append((dataset[ordinal]["samples"].data.tobytes(), None))
-        except Exception as exc:  # noqa: BLE001
+        except REFERENCE_REFUSALS as exc:
             results.append((None, exc))
     return results
 
@@ -124,7 +136,7 @@ def test_damage_never_yields_bytes_signal_dataset_would_not(tmp_path, options):
     header, payload = original.chunk(victim)
 
     counts = collections.Counter()
-    wrong, stricter = [], []
+    wrong, stricter, unexplained = [], [], []
     for name, damaged_header, damaged_payload in damages(header, payload, seed=zlib.crc32(options.encode())):
         image = ShardImage(shard)
         image.data[:] = original.data
@@ -138,6 +150,8 @@ def test_damage_never_yields_bytes_signal_dataset_would_not(tmp_path, options):
                 counts["both raise" if refused else "sds_loader stricter"] += 1
                 if not refused:
                     stricter.append(f"{name}, record {ordinal}: {error}")
+                    if stricter_class(error) is None:
+                        unexplained.append(f"{name}, record {ordinal}: {type(error).__name__}: {error}")
             elif refused is not None and got != pristine[ordinal]:
                 wrong.append((name, ordinal, f"signal_dataset raised {refused!r}"))
             elif refused is None and got != expected:
@@ -149,4 +163,29 @@ def test_damage_never_yields_bytes_signal_dataset_would_not(tmp_path, options):
     for case in stricter[:3]:
         print(f"  only sds_loader refuses: {case}"[:300])
     assert not wrong, wrong[:10]
+    assert not unexplained, "sds_loader refuses records signal_dataset reads:\n" + "\n".join(unexplained[:10])
     assert counts["cases"] > 0 and counts["both raise"] > 0, counts
+
+
+def test_only_the_named_refusals_pass_as_stricter():
+    """The classes the damage tests allow are the README's, and nothing else matches them."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    for name in STRICTER:
+        assert f"*{name}*" in readme, f"the README does not document {name!r}"
+    assert stricter_class(sds_loader.CorruptShardError("shard x: record 1: chunk data hash mismatch")) is None
+    assert stricter_class(ValueError("record sizes claim 5 bytes for 2 records")) is None
+    sized = sds_loader.CorruptShardError("shard x: record 1 (record 1 of the shard): record sizes claim 9 bytes for 3 records")
+    assert stricter_class(sized) == "a chunk's record-size table is checked whole"
+
+
+def test_a_metadata_number_past_float64_is_the_named_refusal(tmp_path):
+    def record(ordinal: int) -> sds.Record:
+        return sds.Record(id=f"r{ordinal}", fields={"samples": field(np.zeros(2, np.float32))},
+                          metadata={"big": 10**400 if ordinal == 1 else 1})
+
+    write_dataset(tmp_path / "ds", 2, record)
+    assert sds.open(os.fspath(tmp_path / "ds"))[1].metadata["big"] == 10**400
+    with pytest.raises(sds_loader.CorruptShardError) as refused:
+        sds_loader.BatchReader(os.fspath(tmp_path / "ds"), fields=["samples"]).read([1])
+    assert stricter_class(refused.value) == "a metadata number past float64"

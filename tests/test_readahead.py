@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import signal_dataset as sds
 
+from disk_pages import drop_cached_pages
 from sds_factory import assert_batch, capture, read_chunks, record_chunks, shard_ordinals, write_dataset
 from sds_loader import BatchReader
 from sds_loader.cli.bench.loader import drop_pages
@@ -19,8 +20,10 @@ PER_SHARD = 40
 
 
 @pytest.fixture(scope="module", params=[None, "group_size:4"], ids=["group1", "group4"])
-def root(request, tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("readahead") / "captures"
+def root(request, disk_path_factory) -> str:
+    # On the checkout's disk, not in the temporary folder: the page-cache test
+    # drops the shards' pages, which a tmpfs folder never gives up.
+    path = disk_path_factory("readahead") / "captures"
     write_dataset(path, RECORDS, functools.partial(capture, samples=512), records_per_shard=PER_SHARD,
                   writer_options=request.param)
     return str(path)
@@ -81,8 +84,7 @@ def test_hinted_pages_reach_the_page_cache_and_read_back_unchanged(root) -> None
     first_record = np.cumsum([0] + [chunk.num_records for chunk in chunks])
     probe = chunks[int(np.searchsorted(first_record, 24, side="right") - 1)].begin + 100
     drop_pages(owners)
-    if resident(path, probe):
-        pytest.skip("this file system keeps pages that were asked to be dropped (tmpfs, say)")
+    drop_cached_pages(path, probe)
     reader = BatchReader(root, fields=["samples"], targets=["label"])
     assert reader.will_need(ordinals) > 0
     deadline = time.monotonic() + 10

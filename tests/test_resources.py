@@ -33,7 +33,7 @@ from shard_surgery import riegeli_hash, varint
 
 import sds_loader
 
-pytest.importorskip("sds_loader._native")
+from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 
 if not os.path.exists("/proc/self/statm"):
     pytest.skip("needs Linux /proc", allow_module_level=True)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import signal_dataset as sds
 
-from sds_loader import _native
+from native_required import _native
 from sds_loader.addressing import shard_table
 from native_batches import native_read
 from sds_factory import assert_matches_reference, write_dataset

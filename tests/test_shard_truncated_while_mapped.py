@@ -24,7 +24,7 @@ from functools import partial
 import pytest
 from sds_factory import capture, data_shards, record_chunks, write_dataset
 
-pytest.importorskip("sds_loader._native")
+from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 
 RECORDS = 16
 PAGE = 4096

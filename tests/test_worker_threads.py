@@ -11,6 +11,7 @@ signal_dataset's own reader is not safe to use in a forked child.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import signal
@@ -27,8 +28,9 @@ import signal_dataset as sds
 
 import sds_factory
 import sds_loader
-from sds_loader import _native
+from native_required import _native
 from native_batches import native_read, open_native
+from disk_pages import drop_cached_pages
 from sds_factory import assert_matches_reference, write_dataset
 
 HANG_SECONDS = 30
@@ -224,10 +226,11 @@ def test_scratch_kept_between_reads_is_bounded(tmp_path):
     assert_matches_reference(root, native_read(native, table, [2], threads=1), [2], ["blob"], ["label"])
 
 
-def test_a_cold_batch_is_read_with_more_reads_in_flight_than_threads(tmp_path):
+def test_a_cold_batch_is_read_with_more_reads_in_flight_than_threads(disk_path):
     """Shards dropped from the page cache: the batch is fetched on the IO
-    threads (which start for it) and comes out as it does warm."""
-    root = str(tmp_path / "cold")
+    threads (which start for it) and comes out as it does warm. The shards
+    live on the checkout's disk: a tmpfs folder never gives its pages up."""
+    root = str(disk_path / "cold")
     write_dataset(root, 64, records_per_shard=16, writer_options="group_size:1")
     native, table = open_native(root)
     ordinals = np.random.default_rng(3).permutation(64)[:40].tolist()
@@ -238,25 +241,7 @@ def test_a_cold_batch_is_read_with_more_reads_in_flight_than_threads(tmp_path):
     del native
     gc.collect()
     for path in table.paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            # A page just used may sit in another CPU's batch of pages on
-            # their way to the LRU lists, which the kernel skips when it
-            # drops pages: ask again a few times before giving up.
-            for _ in range(10):
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                try:
-                    os.preadv(fd, [bytearray(1)], os.path.getsize(path) // 2, os.RWF_NOWAIT)
-                except BlockingIOError:
-                    break
-                except OSError:
-                    pytest.skip("this file system does not answer non-blocking reads")
-                time.sleep(0.05)
-            else:
-                pytest.skip("this file system keeps the pages cached")
-        finally:
-            os.close(fd)
+        drop_cached_pages(path, os.path.getsize(path) // 2)
     native, table = open_native(root)
     before = tasks()
     cold = native_read(native, table, ordinals, threads=1)
@@ -267,18 +252,34 @@ def test_a_cold_batch_is_read_with_more_reads_in_flight_than_threads(tmp_path):
 
 def test_a_small_warm_batch_wakes_no_helper(tmp_path):
     """Waking a helper costs more than hashing and copying a few small
-    uncompressed records, so such a batch stays on the caller's thread."""
-    root = str(tmp_path / "small")
-    write_dataset(root, 32, records_per_shard=8, writer_options=["uncompressed"] * 4)
+    uncompressed records, so such a batch stays on the caller's thread; a
+    batch of the same shape with enough work per helper wakes one, at the
+    same (default) threshold."""
     ordinals = [0, 9, 18, 27]  # one run in each shard
-    native, table = open_native(root)
-    native.work_per_helper = _native.ShardSet([], True, 1).work_per_helper
-    assert native.work_per_helper == 512 << 10
-    assert_matches_reference(root, native_read(native, table, ordinals, threads=2), ordinals,
+    small = str(tmp_path / "small")
+    write_dataset(small, 32, records_per_shard=8, writer_options=["uncompressed"] * 4)
+    native, table = _native_at_default_threshold(small)
+    assert_matches_reference(small, native_read(native, table, ordinals, threads=2), ordinals,
                              ["samples"], ["label"])
-    assert native.worker_threads == 0
-    # Past the threshold the same batch does wake one.
-    native.work_per_helper = 1
-    assert_matches_reference(root, native_read(native, table, ordinals, threads=2), ordinals,
+    assert native.worker_threads == 0 and native.helped_batches == 0
+    # Records of 512 KiB: the same four runs, now worth a second thread.
+    large = str(tmp_path / "large")
+    write_dataset(large, 32, functools.partial(sds_factory.capture, samples=32768), records_per_shard=8,
+                  writer_options=["uncompressed"] * 4)
+    native, table = _native_at_default_threshold(large)
+    assert_matches_reference(large, native_read(native, table, ordinals, threads=2), ordinals,
                              ["samples"], ["label"])
     assert native.worker_threads == 1
+    # Lowering the threshold wakes one for the small batch too.
+    native, table = _native_at_default_threshold(small)
+    native.work_per_helper = 1
+    assert_matches_reference(small, native_read(native, table, ordinals, threads=2), ordinals,
+                             ["samples"], ["label"])
+    assert native.worker_threads == 1
+
+
+def _native_at_default_threshold(root: str):
+    native, table = open_native(root)
+    # open_native lifts the threshold for the other tests; put back a fresh ShardSet's.
+    native.work_per_helper = _native.ShardSet([], True, 1).work_per_helper
+    return native, table

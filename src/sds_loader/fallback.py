@@ -20,18 +20,40 @@ that need it.
 
 Without `os.fork` (Windows) there is no fork to guard against, and the reads
 run in this process.
+
+The reader's arguments mean the same here as on the native path, where
+signal_dataset can honour them: `max_open_files` bounds the shards it keeps
+staged (`StorageOptions.max_open_shards`), and errors have the native path's
+types (`TargetError` for a target out of int64, `CorruptShardError` naming
+the shard and record for damage, the store's own error for a shard that
+cannot be read at all). Two it cannot: `verify_checksums=False` (Riegeli's
+reader checks every chunk's hashes, always) and `threads` (array_record
+decodes a batch on its process-wide thread pool, whose size is fixed); the
+README says so.
+
+What is damage is decided by exception type, not message text. array_record
+reports every failure as RuntimeError; signal_dataset's reader lets it
+through unchanged. So the shards are read through `_TypedShardStore`, which
+turns array_record's RuntimeError into `ShardRefused` where it is raised, once
+it has checked that the shard itself can be opened and read (a shard that
+cannot is the storage error Python raises for it, as on the native path).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import signal_dataset as sds
+from signal_dataset.storage import ArrayRecordShardStore, object_store_for
+from signal_dataset.storage.paths import validate_root_uri
+from signal_dataset.storage.staging import default_staging
 
 from sds_loader import fallback_helper
 from sds_loader.dtypes import safetensors_name
@@ -55,9 +77,17 @@ class FallbackReader:
     signal_dataset's registry as `signal_dataset.open` does.
     """
 
-    def __init__(self, uri: str, object_store: sds.storage.ObjectStore | None = None) -> None:
+    def __init__(
+        self,
+        uri: str,
+        object_store: sds.storage.ObjectStore | None = None,
+        *,
+        verify_checksums: bool = True,
+        max_open_files: int | None = None,
+    ) -> None:
         self._uri = uri
         self._store = object_store
+        self._settings = ReadSettings(verify_checksums=bool(verify_checksums), max_open_files=max_open_files)
         self._pid = os.getpid()
         self._helper: subprocess.Popen | None = None
         self._dataset: sds.Dataset | None = None
@@ -103,7 +133,7 @@ class FallbackReader:
             _stop(helper)
 
     def __getstate__(self) -> dict[str, object]:
-        return {"_uri": self._uri, "_store": portable(self._store), "_pid": None}
+        return {"_uri": self._uri, "_store": portable(self._store), "_settings": self._settings, "_pid": None}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state, _helper=None, _dataset=None, _lock=threading.Lock())
@@ -114,11 +144,17 @@ class FallbackReader:
         if self._pid != os.getpid():
             # Inherited across a fork: the parent's helper, dataset and lock
             # are not ours. Forgotten, not closed: the parent still uses them.
-            self.__setstate__({"_uri": self._uri, "_store": for_this_process(self._store), "_pid": os.getpid()})
+            self.__setstate__({
+                "_uri": self._uri, "_store": for_this_process(self._store), "_settings": self._settings,
+                "_pid": os.getpid(),
+            })
         if not self.in_helper:
             if self._dataset is None:
-                self._dataset = sds.open(self._uri, object_store=self._store)
-            return globals()[name](self._dataset, *args)
+                self._dataset = open_dataset(self._uri, self._store, self._settings)
+            try:
+                return globals()[name](self._dataset, *args)
+            except CorruptShardError as exc:
+                raise self._explained(exc) from None
         with self._lock:
             if self._helper is None:
                 self._helper = self._start()
@@ -134,8 +170,16 @@ class FallbackReader:
                     f"(exit status {helper.returncode}); the next read starts a new one"
                 ) from exc
         if status == "error":
-            raise value
+            raise self._explained(value) if isinstance(value, CorruptShardError) else value
         return value
+
+    def _explained(self, error: CorruptShardError) -> CorruptShardError:
+        if self._settings.verify_checksums:
+            return error
+        return CorruptShardError(
+            f"{error}; verify_checksums=False does not reach this record: signal_dataset reads it, "
+            "and its reader checks every chunk's hashes"
+        )
 
     def _start(self) -> subprocess.Popen:
         helper = subprocess.Popen(
@@ -145,7 +189,7 @@ class FallbackReader:
             stdout=subprocess.PIPE,
         )
         try:
-            fallback_helper.send(helper.stdin, (self._uri, portable(self._store)))
+            fallback_helper.send(helper.stdin, (self._uri, portable(self._store), self._settings))
             status, value = fallback_helper.receive(helper.stdout)
         except (EOFError, OSError) as exc:
             _stop(helper)
@@ -175,6 +219,62 @@ def _stop(helper: subprocess.Popen) -> None:
 # -- run by the helper (or in this process where nothing forks) -------------
 
 
+@dataclass(frozen=True)
+class ReadSettings:
+    """The reader's arguments that reach signal_dataset's side."""
+
+    #: Not honoured (Riegeli always checks hashes); kept to say so in errors.
+    verify_checksums: bool = True
+    #: Shards kept staged (StorageOptions.max_open_shards); None: signal_dataset's default.
+    max_open_files: int | None = None
+
+
+class ShardRefused(RuntimeError):
+    """array_record refused the bytes of a shard that could itself be read: damage."""
+
+
+class _TypedShardStore(ArrayRecordShardStore):
+    """signal_dataset's shard store, with array_record's refusals given a type of their own."""
+
+    def read(self, uri: str, index: int, **options) -> bytes:  # noqa: ANN003 - the base class's keywords
+        try:
+            return super().read(uri, index, **options)
+        except RuntimeError as exc:
+            raise self._classified(uri, options.get("generation"), exc) from exc
+
+    def read_many(self, uri: str, indices, **options) -> tuple[bytes, ...]:  # noqa: ANN001, ANN003
+        try:
+            return super().read_many(uri, indices, **options)
+        except RuntimeError as exc:
+            raise self._classified(uri, options.get("generation"), exc) from exc
+
+    def _classified(self, uri: str, generation: int | None, exc: RuntimeError) -> Exception:
+        # array_record raises RuntimeError both for bytes it refuses and for a
+        # file it cannot open or read; reading the staged file here tells them
+        # apart by the type Python raises, not by array_record's wording.
+        try:
+            with self.staging.stage(uri, generation=generation) as path, open(path, "rb") as handle:
+                handle.read(1)
+        except OSError as unreadable:
+            return unreadable
+        return ShardRefused(str(exc))
+
+
+def open_dataset(uri: str, store: sds.storage.ObjectStore | None, settings: ReadSettings) -> sds.Dataset:
+    """`signal_dataset.open(uri)` as the fallback reads it: its shard store typed, its options the reader's."""
+    root = validate_root_uri(uri)
+    objects = store if store is not None else object_store_for(root, root_is_directory=True)
+    options = (
+        sds.StorageOptions()
+        if settings.max_open_files is None
+        else sds.StorageOptions(max_open_shards=settings.max_open_files)
+    )
+    shards = _TypedShardStore(
+        staging=default_staging(objects, root=root, max_open_shards=options.max_open_shards)
+    )
+    return sds.open(uri, object_store=objects, options=options, shard_store=shards)
+
+
 def probe_record(dataset: sds.Dataset, ordinal: int) -> tuple[tuple[FieldSpec, ...], dict[str, object]]:
     try:
         record = dataset[ordinal]
@@ -195,39 +295,46 @@ def read_records(dataset: sds.Dataset, ordinals: list[int], names: Sequence[str]
 
 
 def read_layouts(dataset: sds.Dataset, ordinals: list[int]) -> list[RecordLayout]:
-    return [record_layout(record) for record in dataset.record_metadata.__getitems__(ordinals)]
+    try:
+        records = dataset.record_metadata.__getitems__(ordinals)
+    except Exception as exc:  # noqa: BLE001 - _blame keeps what is not damage
+        raise _blame(dataset, ordinals, exc, metadata=True) from None
+    return [record_layout(record) for record in records]
 
 
-#: How array_record words a damaged Riegeli file in the RuntimeError it raises.
-_RIEGELI_DAMAGE = ("Corrupted Riegeli", "Invalid Riegeli", "DATA_LOSS")
+#: What signal_dataset raises for a record it refuses to read.
+DAMAGE = (ShardRefused, sds.CorruptDatasetError, sds.errors.ValidationError)
 
 
 def _is_damage(exc: BaseException) -> bool:
-    if isinstance(exc, sds.errors.ValidationError | sds.CorruptDatasetError):
-        return True
-    return isinstance(exc, RuntimeError) and any(word in str(exc) for word in _RIEGELI_DAMAGE)
+    return isinstance(exc, DAMAGE)
 
 
-def _blame(dataset: sds.Dataset, ordinals: list[int], exc: Exception) -> Exception:
+def _blame(dataset: sds.Dataset, ordinals: list[int], exc: Exception, *, metadata: bool = False) -> Exception:
     """signal_dataset's refusal of a damaged record, as the CorruptShardError
     the native path raises: naming the shard and the ordinal. A batch read
     does not say which record failed, so they are read again one by one; an
     error that is not damage (storage, arguments) is returned as it was."""
     if not _is_damage(exc):
         return exc
+    read_one = dataset.record_metadata.__getitem__ if metadata else dataset.__getitem__
     for ordinal in ordinals:
         try:
-            dataset[ordinal]
+            read_one(ordinal)
         except Exception as alone:  # noqa: BLE001
             if not _is_damage(alone):
                 return alone
-            return CorruptShardError(f"{_where(dataset, ordinal)}: signal_dataset refuses it: {alone}")
+            what = "the metadata of " if metadata else ""
+            return CorruptShardError(
+                f"{_where(dataset, ordinal, metadata)}: signal_dataset refuses {what}it "
+                f"({type(alone).__name__}: {alone})"
+            )
     return exc
 
 
-def _where(dataset: sds.Dataset, ordinal: int) -> str:
+def _where(dataset: sds.Dataset, ordinal: int, metadata: bool = False) -> str:
     try:
-        (instruction,) = dataset.read_instructions(ordinal, ordinal + 1, metadata=False)
+        (instruction,) = dataset.read_instructions(ordinal, ordinal + 1, metadata=metadata)
     except ValueError:
         # A reference dataset's shards cannot be addressed this way.
         return f"record {ordinal}"
@@ -289,12 +396,42 @@ def _write_row(
     for target in schema.targets:
         if target.key not in metadata:
             raise_missing(target.key, ordinal, metadata.keys())
-        value = metadata[target.key]
-        if not (isinstance(value, bool) or isinstance(value, int | float)):
-            raise_not_scalar(target.key, ordinal, value)
-        if target.kind == "i" and isinstance(value, float) and not value.is_integer():
+        outputs[target.key][position] = target_value(target.key, target.kind, metadata[target.key], ordinal)
+
+
+#: The native path refuses floats from here on as int64 targets (the largest
+#: double below 2**63 is 2**63 - 1024, and a bound with margin is simpler to state).
+_INT64_FLOAT_BOUND = 9.2e18
+
+
+def target_value(key: str, kind: str, value: object, ordinal: int) -> int | float:
+    """`value` as an int64 (kind "i") or float64 ("f") target, refused as the native path refuses it.
+
+    numpy would raise OverflowError for an integer outside int64 (and round
+    a float past 2**63 to any value); the native path raises TargetError,
+    and so does this.
+    """
+    if not (isinstance(value, bool) or isinstance(value, int | float)):
+        raise_not_scalar(key, ordinal, value)
+    if kind == "i":
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, int):
+            if not -(1 << 63) <= value < (1 << 63):
+                raise TargetError(
+                    f"metadata {key!r} of record {ordinal} is {value}, which does not fit in int64; "
+                    "targets are int64 or float64 (write it as a float to read it as one)"
+                )
+            return value
+        if not (math.isfinite(value) and value.is_integer() and abs(value) < _INT64_FLOAT_BOUND):
             raise TargetError(
-                f"metadata {target.key!r} of record {ordinal} is {value!r}, where the batch's "
+                f"metadata {key!r} of record {ordinal} is {value!r}, where the batch's "
                 "first record holds an integer; write the key with one type throughout"
             )
-        outputs[target.key][position] = value
+        return int(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise TargetError(
+            f"metadata {key!r} of record {ordinal} is an integer too large for float64"
+        ) from None

@@ -8,7 +8,8 @@ also works from a daemonic DataLoader worker, which multiprocessing forbids to
 have children.
 
 The protocol is pickled frames, each prefixed by its length: first the
-dataset to open, then one `(function name, args)` call per request, each
+dataset to open (its URI, the store's settings and the reader's
+`fallback.ReadSettings`), then one `(function name, args)` call per request, each
 answered by `("ok", value)` or `("error", exception)`. The helper exits when
 its stdin closes, so it never outlives the process that started it.
 """
@@ -53,8 +54,6 @@ def _answerable(exc: BaseException) -> BaseException:
 
 
 def main() -> None:
-    import signal_dataset as sds
-
     from sds_loader import fallback
     from sds_loader.stores import for_this_process
 
@@ -63,11 +62,11 @@ def main() -> None:
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     try:
-        uri, store = receive(requests)
+        uri, store, settings = receive(requests)
     except EOFError:
         return
     try:
-        dataset = sds.open(uri, object_store=for_this_process(store))
+        dataset = fallback.open_dataset(uri, for_this_process(store), settings)
         send(answers, ("ok", None))
     except BaseException as exc:  # noqa: BLE001 - reported to the caller
         send(answers, ("error", _answerable(exc)))

@@ -62,6 +62,9 @@ class ReadStats:
     #: Ranged GETs and bytes the native path fetched from object storage (0 for local shards).
     fetch_requests: int = 0
     fetched_bytes: int = 0
+    #: Native batches in which a helper thread, not only the caller's, decoded
+    #: records (a small warm batch stays on one thread; see README, "threads").
+    helped_batches: int = 0
 
 
 class _ProcessState:
@@ -79,7 +82,9 @@ class _ProcessState:
 
         self.pid = os.getpid()
         self.dataset = open_dataset(uri, object_store=for_root(uri, object_store))
-        self.fallback = fallback.FallbackReader(uri, self.dataset.object_store)
+        self.fallback = fallback.FallbackReader(
+            uri, self.dataset.object_store, verify_checksums=verify_checksums, max_open_files=max_open_files
+        )
         self.native_reason = native_unavailable_reason(self.dataset)
         self.table: ShardTable | None = None
         self.native = None
@@ -548,6 +553,7 @@ class BatchReader:
         target_args = [(target.key, target.kind, arrays[target.key]) for target in schema.targets]
         self._open_shards(state, files)
         before = state.fetched()
+        helped = state.native.helped_batches
         try:
             needs_fallback = state.native.read(
                 files, locals_, ordinals, field_args, target_args, min(self._threads, _MAX_THREADS),
@@ -555,6 +561,7 @@ class BatchReader:
             )
         finally:
             self._count_fetches(state, before)
+            self.stats.helped_batches += state.native.helped_batches - helped
         positions = np.flatnonzero(needs_fallback)
         if positions.size:
             state.fallback.fill(

@@ -16,13 +16,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sds_loader.cli.bench.plan import Plan
-from sds_loader.cli.bench.timing import Row
+from sds_loader.cli.bench.timing import PASSES_NOTE, Row
 from sds_loader.cli.textfmt import markdown_table, rate, size, table
 
 BASELINE_KEY = "sds_getitems"
 #: What the legend calls each row a variant's "% of bound" can be taken against.
 BOUND_NAMES = {"bound_decompress": "decompression alone", "bound_memcpy": "memcpy of the records"}
-HEADER = ["variant", "method", "records/s", "MB/s", "x vs signal_dataset", "% of bound", "note"]
+HEADER = ["variant", "method", f"records/s ({PASSES_NOTE})", "MB/s", "x vs signal_dataset", "% of bound", "note"]
 RIGHT = [False, False, True, True, True, True, False]
 
 

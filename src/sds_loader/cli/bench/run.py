@@ -3,7 +3,9 @@
 The order is fixed and the same for every variant so that two runs (or two
 machines) produce comparable tables: reference readers first, then this
 package, then the bounds. All methods of a variant read the same batches from
-a page cache warmed beforehand, so the table compares CPU work, not disk.
+a page cache warmed beforehand, so the table compares CPU work, not disk, and
+each row is the median of the same number of passes, each by a freshly opened
+reader (timing.py).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from sds_loader import native_tools
 from sds_loader.cli.bench import bounds, builtin, cold, methods, plan as planning, report, small_batches
 from sds_loader.cli.bench.plan import Plan
-from sds_loader.cli.bench.timing import Row, Runner, measure
+from sds_loader.cli.bench.timing import PASSES, PASSES_NOTE, Row, Runner, measure
 from sds_loader.cli.progress import progress as progress_bar
 from sds_loader.reader import default_threads
 
@@ -141,6 +143,8 @@ def context(config: BenchConfig, threads: int) -> dict[str, Any]:
         "batch_size": config.batch_size,
         "threads": threads,
         "cold": config.cold,
+        "passes": PASSES,
+        "passes_note": PASSES_NOTE,
         "machine": {
             "cpu": _cpu_model(),
             "cpu_count": os.cpu_count(),

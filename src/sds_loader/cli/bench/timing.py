@@ -1,12 +1,16 @@
-"""Time one method over a plan's batches: one warm-up batch, then the whole set.
+"""Time one method over a plan's batches: PASSES passes, each from a fresh runner.
 
 Each method is a `Runner` that yields, batch by batch, how many records it
-delivered. The warm-up batch (the first of the plan, untimed) pays for lazy
-imports, opened files and started workers, so the timed pass measures the
-steady state a training epoch sees. A pass shorter than MIN_SECONDS is run
-again, up to MAX_PASSES, and the median pass is kept: a fast method's single
-pass is a fraction of a second, which one scheduler hiccup can halve. Failures become a row that says so rather
-than ending the run: one broken method should not hide the others' numbers.
+delivered. Every pass opens its own runner (a new reader, a new DataLoader),
+reads one warm-up batch untimed (the first of the plan: lazy imports,
+opened files, started workers), then times the whole set; the median pass
+is kept. Every row gets the same number of passes from the same state, so
+no row is timed on state an earlier timed pass of its own left behind (a
+reader's filled file mappings, say) while another is not: the fast rows
+are not flattered by later, warmer passes, and a single slow pass of
+signal_dataset is not set against a median of three. Failures become a row
+that says so rather than ending the run: one broken method should not hide
+the others' numbers.
 """
 
 from __future__ import annotations
@@ -21,10 +25,10 @@ from sds_loader.cli.bench.plan import Plan
 from sds_loader.cli.progress import progress as progress_bar
 
 
-#: Passes are repeated until they add up to this many seconds...
-MIN_SECONDS = 1.0
-#: ...or there have been this many.
-MAX_PASSES = 3
+#: Timed passes of every row, each from a freshly opened runner; the median is kept.
+PASSES = 3
+#: What the tables' header says of how a row's rate was taken.
+PASSES_NOTE = f"median of {PASSES} passes, each by a fresh reader"
 
 
 class Skip(Exception):
@@ -65,7 +69,8 @@ class Row:
     records: int = 0
     seconds: float = 0.0
     note: str = ""
-    #: Timed passes over the batches; `records` and `seconds` are the median one's.
+    #: Timed passes over the batches, each by a fresh runner; `records` and
+    #: `seconds` are the median one's.
     passes: int = 0
     is_bound: bool = False
     # Filled by the report, relative to the variant's other rows.
@@ -81,42 +86,39 @@ class Row:
 
 
 def measure(
-    plan: Plan, key: str, label: str, open_runner: Callable[[Plan], Runner], *, progress: bool = True
+    plan: Plan,
+    key: str,
+    label: str,
+    open_runner: Callable[[Plan], Runner],
+    *,
+    progress: bool = True,
+    passes: int = PASSES,
 ) -> Row:
     row = Row(plan.variant, key, label)
+    timings: list[float] = []
     try:
-        runner = open_runner(plan)
-    except Skip as exc:
-        row.status, row.note = "skipped", str(exc)
-        return row
-    except Exception as exc:  # noqa: BLE001 - reported in the row, see module docstring
-        row.status, row.note = "failed", f"{type(exc).__name__}: {exc}"
-        return row
-    try:
-        for _ in runner.run(plan.batches[:1]):
-            pass
-        timings: list[float] = []
-        with progress_bar(plan.records, f"{plan.variant}: {label}", leave=False, enabled=progress) as bar:
-            spent = 0.0
-            while len(timings) < MAX_PASSES and (not timings or spent < MIN_SECONDS):
-                bar.reset()
-                records = 0
-                started = time.perf_counter()
-                for count in runner.run(plan.batches):
-                    records += count
-                    bar.update(count)
-                wall = time.perf_counter() - started
-                spent += wall
-                own = runner.timed_seconds()
-                timings.append(own if own is not None else wall)
+        with progress_bar(plan.records * passes, f"{plan.variant}: {label}", leave=False, enabled=progress) as bar:
+            for _ in range(passes):
+                runner = open_runner(plan)
+                try:
+                    for _ in runner.run(plan.batches[:1]):
+                        pass
+                    records = 0
+                    started = time.perf_counter()
+                    for count in runner.run(plan.batches):
+                        records += count
+                        bar.update(count)
+                    wall = time.perf_counter() - started
+                    own = runner.timed_seconds()
+                    timings.append(own if own is not None else wall)
+                    row.note = runner.note()
+                finally:
+                    runner.close()
         row.records = records
         row.seconds = statistics.median(timings)
         row.passes = len(timings)
-        row.note = runner.note()
     except Skip as exc:
         row.status, row.note = "skipped", str(exc)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - reported in the row, see module docstring
         row.status, row.note = "failed", f"{type(exc).__name__}: {exc}"
-    finally:
-        runner.close()
     return row
