@@ -29,7 +29,7 @@ import pytest
 import signal_dataset as sds
 
 import sds_loader
-from sds_factory import capture, data_shards, field, record_chunks, write_dataset
+from sds_factory import assert_matches_reference, capture, data_shards, field, record_chunks, write_dataset
 from shard_surgery import ChunkHeader, ShardImage, simple_chunk_layout
 from stricter import STRICTER, stricter_class
 
@@ -179,13 +179,18 @@ def test_only_the_named_refusals_pass_as_stricter():
     assert stricter_class(sized) == "a chunk's record-size table is checked whole"
 
 
-def test_a_metadata_number_past_float64_is_the_named_refusal(tmp_path):
+def test_a_metadata_integer_past_float64_reads_as_signal_dataset_reads_it(tmp_path):
+    """Python's json keeps 10**400 exact; the record is no refusal, and only
+    a target that cannot hold the value is an error."""
+
     def record(ordinal: int) -> sds.Record:
         return sds.Record(id=f"r{ordinal}", fields={"samples": field(np.zeros(2, np.float32))},
                           metadata={"big": 10**400 if ordinal == 1 else 1})
 
     write_dataset(tmp_path / "ds", 2, record)
     assert sds.open(os.fspath(tmp_path / "ds"))[1].metadata["big"] == 10**400
-    with pytest.raises(sds_loader.CorruptShardError) as refused:
-        sds_loader.BatchReader(os.fspath(tmp_path / "ds"), fields=["samples"]).read([1])
-    assert stricter_class(refused.value) == "a metadata number past float64"
+    reader = sds_loader.BatchReader(os.fspath(tmp_path / "ds"), fields=["samples"])
+    assert_matches_reference(tmp_path / "ds", reader.read([1, 0]), [1, 0], ["samples"])
+    with pytest.raises(sds_loader.TargetError) as refused:
+        sds_loader.BatchReader(os.fspath(tmp_path / "ds"), fields=["samples"], targets=["big"]).read([0, 1])
+    assert "record 1" in str(refused.value) and "1" + "0" * 400 in str(refused.value)
