@@ -59,9 +59,11 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size,
       Corrupt("record sizes claim " + std::to_string(decoded_sizes_size) + " bytes for " +
               std::to_string(header.num_records) + " records");
     }
-    scratch->resize(static_cast<size_t>(decoded_sizes_size));
-    DecompressExact(compression, p, static_cast<size_t>(sizes_end - p), scratch->data(),
-                    scratch->size(), "record sizes");
+    Pieces compressed;
+    compressed.Append(p, static_cast<size_t>(sizes_end - p));
+    CheckDecodedSize(compression, compressed, decoded_sizes_size, "record sizes");
+    DecompressInto(compression, p, static_cast<size_t>(sizes_end - p), decoded_sizes_size, scratch,
+                   "record sizes");
     sizes_begin = scratch->data();
     sizes_end = sizes_begin + scratch->size();
   }
@@ -103,6 +105,9 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size,
             " bytes where the record sizes add up to " + std::to_string(total));
   }
   SliceOfPieces(data, cursor, values_size, &out->values);
+  // Every later buffer of the values is sized from `total`: it must be what
+  // the bytes present can yield, not only what the header says.
+  CheckDecodedSize(compression, out->values, total, "record values");
 }
 
 }  // namespace sdsl
