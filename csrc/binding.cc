@@ -144,7 +144,8 @@ class PythonSource : public sdsl::ShardSource {
     return size.cast<uint64_t>();
   }
 
-  void Fetch(sdsl::RangeRequest* requests, size_t count) override {
+  using sdsl::ShardSource::Fetch;
+  void Fetch(sdsl::RangeRequest* requests, size_t count, const sdsl::FetchPlan& /*plan*/) override {
     py::gil_scoped_acquire gil;
     py::list batch(count);
     std::vector<py::memoryview> views;
@@ -168,8 +169,10 @@ class PythonSource : public sdsl::ShardSource {
 
   // Up to this many bytes of requests per fetch() call and worker, so that
   // a remote source has many requests in flight at once.
-  uint64_t GatherBytes(const sdsl::RangeRequest* /*ranges*/, size_t /*count*/) override {
-    return uint64_t{16} << 20;
+  sdsl::FetchPlan PlanBatch(const sdsl::RangeRequest* /*ranges*/, size_t /*count*/) override {
+    sdsl::FetchPlan plan;
+    plan.gather_bytes = uint64_t{16} << 20;
+    return plan;
   }
 
  private:
