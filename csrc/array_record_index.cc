@@ -78,15 +78,15 @@ void DecodeWholeChunk(const Chunk& chunk, uint64_t max_decoded, SimpleChunk* par
                       std::vector<uint8_t>* values) {
   std::vector<uint8_t> scratch;
   ParseSimpleChunk(chunk, max_decoded, &scratch, parsed);
-  values->resize(static_cast<size_t>(parsed->decoded_size));
   if (parsed->compression == 0) {
+    values->resize(static_cast<size_t>(parsed->decoded_size));
     CopyFromPieces(parsed->values, 0, parsed->decoded_size, values->data());
     return;
   }
   std::vector<uint8_t> compressed(static_cast<size_t>(parsed->values.total));
   CopyFromPieces(parsed->values, 0, parsed->values.total, compressed.data());
-  DecompressExact(parsed->compression, compressed.data(), compressed.size(), values->data(),
-                  values->size(), "footer values");
+  DecompressInto(parsed->compression, compressed.data(), compressed.size(), parsed->decoded_size,
+                 values, "footer values");
 }
 
 }  // namespace

@@ -144,7 +144,8 @@ class PythonSource : public sdsl::ShardSource {
     return size.cast<uint64_t>();
   }
 
-  void Fetch(sdsl::RangeRequest* requests, size_t count) override {
+  using sdsl::ShardSource::Fetch;
+  void Fetch(sdsl::RangeRequest* requests, size_t count, const sdsl::FetchPlan& /*plan*/) override {
     py::gil_scoped_acquire gil;
     py::list batch(count);
     std::vector<py::memoryview> views;
@@ -166,10 +167,29 @@ class PythonSource : public sdsl::ShardSource {
     for (py::memoryview& view : views) view.attr("release")();
   }
 
+  // Hands the ranges to the source's will_need(ranges), when it has one, on
+  // the calling thread: the reader calls this from its readahead thread,
+  // never a reader's. Whatever it raises is dropped: a hint must not fail.
+  void WillNeed(const sdsl::RangeRequest* ranges, size_t count) override {
+    py::gil_scoped_acquire gil;
+    try {
+      if (!py::hasattr(source_, "will_need")) return;
+      py::list wanted(count);
+      for (size_t k = 0; k < count; ++k) {
+        wanted[k] = py::make_tuple(ranges[k].file, ranges[k].offset, ranges[k].size);
+      }
+      source_.attr("will_need")(wanted);
+    } catch (py::error_already_set&) {
+      // The read that needs these bytes fetches them again, and reports.
+    }
+  }
+
   // Up to this many bytes of requests per fetch() call and worker, so that
   // a remote source has many requests in flight at once.
-  uint64_t GatherBytes(const sdsl::RangeRequest* /*ranges*/, size_t /*count*/) override {
-    return uint64_t{16} << 20;
+  sdsl::FetchPlan PlanBatch(const sdsl::RangeRequest* /*ranges*/, size_t /*count*/) override {
+    sdsl::FetchPlan plan;
+    plan.gather_bytes = uint64_t{16} << 20;
+    return plan;
   }
 
  private:

@@ -105,10 +105,10 @@ void AppendPiece(Pieces* pieces, const uint8_t* data, size_t size) {
 // Fetches `requests`, consecutive pieces of [offset, offset + size) of
 // `file`, after checking the whole range against the shard's size. The
 // source reads adjacent pieces together (LocalSource: one preadv).
-void Fetch(const ShardFile& file, uint64_t offset, uint64_t size,
+void Fetch(const ShardFile& file, uint64_t offset, uint64_t size, const WorkerScratch& scratch,
            std::vector<RangeRequest>& requests) {
   file.CheckRange(offset, size);
-  file.source().Fetch(requests.data(), requests.size());
+  file.source().Fetch(requests.data(), requests.size(), scratch.fetch_plan);
 }
 
 }  // namespace
@@ -130,7 +130,7 @@ FileWindow ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
   requests.clear();
   AppendSplitReads(file.number(), begin, end, data->data(), headers->data(), &scratch->read_pieces,
                    &requests);
-  Fetch(file, begin, end - begin, requests);
+  Fetch(file, begin, end - begin, *scratch, requests);
   FileWindow window{data->data(), begin, size};
   window.block_headers = headers->data();
   return window;
@@ -228,7 +228,7 @@ void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
       }
       logical += piece.size;
     }
-    Fetch(file, head_end, rest_end - head_end, requests);
+    Fetch(file, head_end, rest_end - head_end, *scratch, requests);
     if (verify) {
       uint64_t position = first_rest_header;
       for (const uint8_t* header = headers_begin; header + kBlockHeaderSize <= headers_end;

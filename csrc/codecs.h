@@ -1,5 +1,6 @@
-// The compressions Riegeli simple chunks use, decoded in one shot. Streaming
-// zstd, the hot path, lives in value_stream.h.
+// The compressions Riegeli simple chunks use, and what their bytes can decode
+// to. zstd chunks up to materialize.h's kOneShotZstdBytes are decoded here in
+// one shot (the hot path); only larger ones stream, through value_stream.h.
 #ifndef SDS_LOADER_CODECS_H_
 #define SDS_LOADER_CODECS_H_
 
@@ -22,6 +23,27 @@ enum CompressionType : uint8_t {
 
 bool IsKnownCompression(uint8_t type);
 const char* CompressionName(uint8_t type);
+
+// The most bytes `compressed` (one codec's buffer, without Riegeli's size
+// prefix) can decode to, learnt from the bytes rather than from any size a
+// shard declares: a size past it is a lie, refused before it is allocated.
+// none: its own size. snappy: 22 times its size (a 3-byte copy element
+// yields at most 64 bytes). zstd: each frame's blocks walked, raw and RLE
+// blocks counting their stated sizes and a compressed block its frame's
+// largest block, and no more than a content size the frame states. brotli:
+// UINT64_MAX, since its format bounds no ratio worth having; DecompressInto
+// grows its output as brotli produces bytes instead.
+uint64_t DecodedBound(uint8_t type, const Pieces& compressed);
+
+// Refuses (a corrupt error naming `what`) a declared decoded size that
+// `compressed` cannot produce.
+void CheckDecodedSize(uint8_t type, const Pieces& compressed, uint64_t declared, const char* what);
+
+// DecompressExact into `out`, resized to `decoded_size`. brotli is decoded
+// as a stream into a buffer that grows with what it yields, so a short
+// stream that declares gigabytes costs what it holds, not what it claims.
+void DecompressInto(uint8_t type, const uint8_t* src, size_t size, uint64_t decoded_size,
+                    std::vector<uint8_t>* out, const char* what, ZSTD_DCtx* zstd_context = nullptr);
 
 // Decompresses `size` bytes at `src` (without Riegeli's size prefix) into
 // exactly `decoded_size` bytes at `dst`. Throws a corrupt error naming `what`

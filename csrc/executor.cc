@@ -51,7 +51,7 @@ std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint6
   return slices;
 }
 
-void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, bool gathering,
+void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const FetchPlan& plan,
                     ShardSource& source, const RunWork& work, WorkerScratch* scratch) {
   // What each run of the slice takes in scratch: nothing for a run that
   // reads itself; its bytes without their block headers where the work
@@ -69,7 +69,8 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, bool gathe
   for (size_t r = slice.first; r < slice.last; ++r) {
     const Run& run = runs[r];
     RunFetch& fetch = fetches[r - slice.first];
-    fetch.fetched = !work.reads_itself || !work.reads_itself(run, *scratch, gathering);
+    fetch.fetched =
+        !work.reads_itself || !work.reads_itself(run, *scratch, plan.gather_bytes > 0);
     if (!fetch.fetched) continue;
     fetch.split = work.split_block_headers && !BeginsInsideBlockHeader(run.begin);
     fetch.layout = fetch.split ? LayoutWithoutBlockHeaders(run.begin, run.end)
@@ -106,7 +107,7 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, bool gathe
     headers += fetch.layout.header_bytes;
   }
   try {
-    if (!requests.empty()) source.Fetch(requests.data(), requests.size());
+    if (!requests.empty()) source.Fetch(requests.data(), requests.size(), plan);
   } catch (const ReaderError& error) {
     if (requested.size() == 1) work.fetch_failed(runs[requested[0].first], error);
     // Fetch again one run at a time, to name the record the failure reached.
@@ -114,7 +115,7 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, bool gathe
       const size_t first = requested[k].second;
       const size_t last = k + 1 < requested.size() ? requested[k + 1].second : requests.size();
       try {
-        source.Fetch(&requests[first], last - first);
+        source.Fetch(&requests[first], last - first, plan);
       } catch (const ReaderError& again) {
         work.fetch_failed(runs[requested[k].first], again);
       }
@@ -137,8 +138,8 @@ size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& sourc
   for (const Run& run : runs) {
     ranges.push_back(RangeRequest{run.shard->file->number(), run.begin, RunBytes(run), nullptr});
   }
-  const uint64_t gather = source.GatherBytes(ranges.data(), ranges.size());
-  const std::vector<Slice> slices = SliceRuns(runs, parallel, gather);
+  const FetchPlan plan = source.PlanBatch(ranges.data(), ranges.size());
+  const std::vector<Slice> slices = SliceRuns(runs, parallel, plan.gather_bytes);
   std::atomic<size_t> next_slice{0};
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;
@@ -150,8 +151,10 @@ size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& sourc
     const bool helper = std::this_thread::get_id() != caller;
     try {
       scratch = scratch_pool->Acquire();
+      // Runs that read themselves fetch through the scratch: they follow this batch's plan.
+      scratch->fetch_plan = plan;
       for (size_t s = next_slice++; s < slices.size() && !failed; s = next_slice++) {
-        FetchAndDecode(runs, slices[s], gather > 0, source, work, scratch.get());
+        FetchAndDecode(runs, slices[s], plan, source, work, scratch.get());
         if (helper) helped_runs += slices[s].last - slices[s].first;
       }
     } catch (...) {
@@ -159,12 +162,15 @@ size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& sourc
       if (!first_error) first_error = std::current_exception();
       failed = true;
     }
-    if (scratch) scratch_pool->Release(std::move(scratch));
+    if (scratch) {
+      scratch->fetch_plan = FetchPlan{};
+      scratch_pool->Release(std::move(scratch));
+    }
   };
   size_t helpers = std::min(parallel, slices.size()) - 1;
   // A cold or remote batch waits on its reads, not the CPU: every helper
   // keeps more of them in flight, however little decoding there is.
-  if (gather == 0) helpers = HelpersWorthWaking(runs, helpers, work.work_per_helper);
+  if (plan.gather_bytes == 0) helpers = HelpersWorthWaking(runs, helpers, work.work_per_helper);
   workers->Run(helpers, worker);
   if (first_error) std::rethrow_exception(first_error);
   return helped_runs;

@@ -152,8 +152,10 @@ std::shared_ptr<const LocalSource::OpenFile> LocalSource::Open(size_t file) {
 
 uint64_t LocalSource::Size(size_t file) { return Open(file)->size; }
 
-void LocalSource::Fetch(RangeRequest* requests, size_t count) {
-  const bool mapped = copy_from_mappings_.load(std::memory_order_relaxed);
+void LocalSource::Fetch(RangeRequest* requests, size_t count, const FetchPlan& plan) {
+  // Nothing to read; also, groups.size() - 1 helpers below must not wrap.
+  if (count == 0) return;
+  const bool mapped = plan.from_mappings;
   // Groups of requests that lie back to back in one shard: one preadv each.
   std::vector<std::pair<size_t, size_t>> groups;
   for (size_t first = 0, last; first < count; first = last) {
@@ -190,24 +192,27 @@ void LocalSource::Fetch(RangeRequest* requests, size_t count) {
   if (first_error) std::rethrow_exception(first_error);
 }
 
-uint64_t LocalSource::GatherBytes(const RangeRequest* ranges, size_t count) {
+FetchPlan LocalSource::PlanBatch(const RangeRequest* ranges, size_t count) {
   // Until the probes say the batch is warm, reads go through preadv: a page
   // that must come from the disk is better asked for in one large read than
   // faulted in from a mapping a page at a time.
-  copy_from_mappings_.store(false, std::memory_order_relaxed);
+  FetchPlan plan;
   try {
     for (size_t k = 0; k < kResidencyProbes && k < count; ++k) {
       const RangeRequest& range = ranges[k * count / std::min(count, kResidencyProbes)];
       if (range.size == 0) continue;
       // The last byte: readahead from an earlier read may have brought the first.
-      if (!Resident(Open(range.file)->fd, range.offset + range.size - 1)) return kColdGatherBytes;
+      if (!Resident(Open(range.file)->fd, range.offset + range.size - 1)) {
+        plan.gather_bytes = kColdGatherBytes;
+        return plan;
+      }
     }
   } catch (const ReaderError&) {
     // A shard that cannot be opened now fails in Fetch, naming the record.
-    return 0;
+    return plan;
   }
-  copy_from_mappings_.store(GuardMappedCopies(), std::memory_order_relaxed);
-  return 0;
+  plan.from_mappings = GuardMappedCopies();
+  return plan;
 }
 
 void LocalSource::WillNeed(const RangeRequest* ranges, size_t count) {

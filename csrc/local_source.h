@@ -35,12 +35,15 @@ class LocalSource : public ShardSource, public ForkGuarded {
   std::string Name(size_t file) const override { return paths_.at(file); }
   // Ranges that are not back to back are read at once on the source's IO
   // threads, up to 16 reads in flight per call besides the caller's.
-  void Fetch(RangeRequest* requests, size_t count) override;
-  // 0 while the batch's shards are in the page cache (a few ranges, sampled
-  // with non-blocking one-byte reads); when they are not, a few MiB per
-  // decode thread, so that a cold batch has many more reads in flight than
-  // there are decode threads and each thread decodes while others wait.
-  uint64_t GatherBytes(const RangeRequest* ranges, size_t count) override;
+  // A warm plan copies out of each shard's mapping; any other, preadv.
+  using ShardSource::Fetch;
+  void Fetch(RangeRequest* requests, size_t count, const FetchPlan& plan) override;
+  // Warm while the batch's shards are in the page cache (a few ranges,
+  // sampled with non-blocking one-byte reads): no gathering, and copies out
+  // of the mappings when SIGBUS is ours to catch. Cold: a few MiB per decode
+  // thread, so that a cold batch has many more reads in flight than there
+  // are decode threads and each thread decodes while others wait.
+  FetchPlan PlanBatch(const RangeRequest* ranges, size_t count) override;
   // posix_fadvise(WILLNEED) on the source's hint thread: the caller returns
   // at once, and the kernel's page allocation and queueing of the reads
   // overlap the caller's decoding.
@@ -61,8 +64,6 @@ class LocalSource : public ShardSource, public ForkGuarded {
   const std::vector<std::string> paths_;
   RecentMap<OpenFile> open_;
   WorkerPool io_;  // started on the first cold batch
-  // Set per batch by GatherBytes: the batch is warm and SIGBUS is guarded.
-  std::atomic<bool> copy_from_mappings_{false};
   // Last, so that it stops (running what is queued) before the rest goes.
   TaskThread hints_{kPendingHints};
 };

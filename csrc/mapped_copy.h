@@ -15,16 +15,21 @@ namespace sdsl {
 
 // Copies the `size` bytes at `source`, in order, into the buffers of
 // `requests` (their sizes summing to `size`; their offsets are not read).
-// False when a page of `source` no longer exists.
+// False when a page of `source` no longer exists. Only while
+// GuardMappedCopies() says true may it be called.
 bool CopyFromMapping(const uint8_t* source, uint64_t size, const RangeRequest* requests,
                      size_t count);
 
-// Makes sure the SIGBUS handler CopyFromMapping relies on is the process's:
-// installs it the first time, and again when another one (faulthandler's,
-// say) has replaced it since; a fault that is not a guarded copy's is passed
-// on to the handler that was there before. A syscall, so a reader calls this
-// once per batch, not per copy. False when it cannot be installed; then
-// nothing may be copied out of a mapping.
+// Whether SIGBUS goes to the handler CopyFromMapping relies on first. Our
+// handler is installed over another only once, the first time: a handler
+// installed after that one may have recorded ours as its predecessor, and
+// recording it as ours would make the two call each other forever. When
+// something has replaced ours since (faulthandler enabled after the first
+// batch, say), this is false and the batch reads with pread instead; ours is
+// installed again only over the default action or SIG_IGN, which call no
+// one. A fault that is not a guarded copy's is passed on, exactly once, to
+// the handler that was there before ours. A syscall, so a reader asks once
+// per batch, not per copy.
 bool GuardMappedCopies();
 
 }  // namespace sdsl

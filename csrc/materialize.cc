@@ -28,10 +28,13 @@ void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const 
             " decoded bytes, more than the " + std::to_string(kMaxMaterializedBytes) +
             " this reader holds at once");
   }
-  scratch->values.resize(static_cast<size_t>(parsed.decoded_size));
+  // ParseSimpleChunk has bounded decoded_size by what the values can yield;
+  // brotli, whose format bounds nothing useful, grows as it decodes.
   if (parsed.compression == kNoCompression) {
+    scratch->values.resize(static_cast<size_t>(parsed.decoded_size));
     CopyFromPieces(parsed.values, 0, parsed.decoded_size, scratch->values.data());
   } else if (StreamsZstd(parsed)) {
+    scratch->values.resize(static_cast<size_t>(parsed.decoded_size));
     ZstdStream stream(scratch->zstd, parsed.values, parsed.decoded_size, &scratch->discard);
     stream.Read(scratch->values.data(), parsed.decoded_size);
   } else {
@@ -43,9 +46,8 @@ void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const 
       CopyFromPieces(parsed.values, 0, parsed.values.total, scratch->gathered.data());
       input = scratch->gathered.data();
     }
-    DecompressExact(parsed.compression, input, static_cast<size_t>(parsed.values.total),
-                    scratch->values.data(), scratch->values.size(), "record values",
-                    scratch->zstd);
+    DecompressInto(parsed.compression, input, static_cast<size_t>(parsed.values.total),
+                   parsed.decoded_size, &scratch->values, "record values", scratch->zstd);
   }
   *values = scratch->values.data();
 }

@@ -1,6 +1,7 @@
 #include "readahead.h"
 
 #include <algorithm>
+#include <exception>
 #include <memory>
 #include <vector>
 
@@ -20,7 +21,9 @@ uint64_t HintRecords(ShardSet& set, const int64_t* files, const int64_t* shard_r
     if (files[k] != open_file) {
       try {
         shard = set.Open(static_cast<size_t>(files[k]));
-      } catch (const ReaderError&) {
+      } catch (const std::exception&) {
+        // A ReaderError, or what a Python source raised (StorageError, say):
+        // the read of this record reports it.
         shard = nullptr;
       }
       open_file = files[k];

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace sdsl {
 
@@ -31,12 +32,22 @@ class RecentMap {
   // Keeps `made` for `key` unless another thread kept one first; returns the
   // value kept.
   std::shared_ptr<const Value> Keep(size_t key, std::shared_ptr<const Value> made) {
+    // Values dropped here die after the lock is released, declared first so
+    // that they are destroyed last: the last reference to an evicted file
+    // unmaps and closes it, system calls a fork handler waiting on this lock
+    // (or a read of another shard) must not wait behind.
+    std::vector<std::shared_ptr<const Value>> dropped;
     std::lock_guard<std::mutex> lock(mutex_);
-    if (auto found = FindLocked(key)) return found;
+    if (auto found = FindLocked(key)) {
+      dropped.push_back(std::move(made));
+      return found;
+    }
     recency_.push_front(key);
     entries_.emplace(key, std::make_pair(made, recency_.begin()));
     while (entries_.size() > capacity_) {
-      entries_.erase(recency_.back());
+      const auto evicted = entries_.find(recency_.back());
+      dropped.push_back(std::move(evicted->second.first));
+      entries_.erase(evicted);
       recency_.pop_back();
     }
     return made;

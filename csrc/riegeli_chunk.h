@@ -34,9 +34,12 @@ struct Chunk {
 };
 
 // Reads the chunk that begins at `begin`. `limit` is the first position the
-// chunk may not reach (the next chunk, or the footer). Hashes of the chunk
-// header and of every block header are always checked, since a wrong size
-// would misdirect every read after it; the data hash only when `verify_data`.
+// chunk may not reach (the next chunk, or the footer). Always checked, since
+// a wrong size would misdirect every read after it: the chunk header's hash
+// (and that of a block header interrupting it), and that every block header
+// inside the chunk places it where its header says. Checked only when
+// `verify_data`, as the data hash covers what they guard: the hashes of the
+// block headers interrupting the data, and the data hash.
 void ReadChunk(const FileWindow& window, uint64_t begin, uint64_t limit, bool verify_data,
                Chunk* chunk);
 

@@ -46,6 +46,8 @@ struct WorkerScratch {
   // other runs fetched with it.
   std::vector<uint8_t> window_bytes;
   std::vector<RangeRequest> requests;
+  // How the batch this scratch serves fetches; the plainest outside a batch.
+  FetchPlan fetch_plan;
   std::vector<uint8_t> block_headers;  // of the bytes in file_bytes, read beside them
   std::vector<MutableSpan> read_pieces;
   // Reading uncompressed chunks straight into rows: each chunk's first bytes,

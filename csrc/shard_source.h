@@ -18,6 +18,21 @@ struct RangeRequest {
   uint8_t* dst = nullptr;
 };
 
+// How one batch's runs are fetched, decided by the source once per batch
+// (ShardSource::PlanBatch) and handed to every Fetch of that batch: a value
+// of the batch, since batches read at once on other threads decide their own.
+struct FetchPlan {
+  // How many bytes of a batch's runs one Fetch call should gather. 0: one
+  // run per call, fetched by the worker that decodes it while the bytes are
+  // still in its cache. More: many requests in flight per call (a remote
+  // source; local shards not in the page cache), bounded by this many bytes
+  // of buffers per decode thread.
+  uint64_t gather_bytes = 0;
+  // The batch's bytes are in memory and may be copied out of a mapping of
+  // each shard (LocalSource: warm, and SIGBUS is guarded).
+  bool from_mappings = false;
+};
+
 class ShardSource {
  public:
   virtual ~ShardSource() = default;
@@ -27,21 +42,22 @@ class ShardSource {
   virtual uint64_t Size(size_t file) = 0;
   // The shard's path or URI, for messages.
   virtual std::string Name(size_t file) const = 0;
-  // Fills every request, possibly many at once. The caller has checked each
-  // range against Size(). Throws ReaderError naming the shard: kIo when the
-  // system refuses, kCorrupt when the shard is shorter than a range needs.
-  // Called from several threads at once. Requests that lie back to back in
-  // one shard may go to different buffers (headers to scratch, payloads
-  // straight to their rows); a source should read them as one range.
-  virtual void Fetch(RangeRequest* requests, size_t count) = 0;
+  // Fills every request, possibly many at once, as `plan` says. The caller
+  // has checked each range against Size(). Throws ReaderError naming the
+  // shard: kIo when the system refuses, kCorrupt when the shard is shorter
+  // than a range needs. Called from several threads at once. Requests that
+  // lie back to back in one shard may go to different buffers (headers to
+  // scratch, payloads straight to their rows); a source should read them as
+  // one range.
+  virtual void Fetch(RangeRequest* requests, size_t count, const FetchPlan& plan) = 0;
+  // A fetch outside any batch (a footer, a probe): the plainest plan.
+  void Fetch(RangeRequest* requests, size_t count) { Fetch(requests, count, FetchPlan{}); }
 
-  // How many bytes of a batch's runs (`ranges`, in plan order, dst unset)
-  // one Fetch call should gather, asked once per batch before any is
-  // fetched. 0: one run per call, fetched by the worker that decodes it
-  // while the bytes are still in its cache. More: many requests in flight
-  // per call (a remote source; local shards not in the page cache), bounded
-  // by this many bytes of buffers per decode thread.
-  virtual uint64_t GatherBytes(const RangeRequest* /*ranges*/, size_t /*count*/) { return 0; }
+  // How to fetch a batch whose runs are `ranges` (in plan order, dst unset),
+  // asked once per batch before any is fetched.
+  virtual FetchPlan PlanBatch(const RangeRequest* /*ranges*/, size_t /*count*/) {
+    return FetchPlan{};
+  }
 
   // A hint that `ranges` (merged, dst unset) will be fetched soon: a source
   // may start reading them without waiting, and must not throw. By default

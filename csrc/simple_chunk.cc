@@ -101,9 +101,11 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size,
       Corrupt("record sizes claim " + std::to_string(decoded_sizes_size) + " bytes for " +
               std::to_string(header.num_records) + " records");
     }
-    scratch->resize(static_cast<size_t>(decoded_sizes_size));
-    DecompressExact(head.compression, p, static_cast<size_t>(sizes_end - p), scratch->data(),
-                    scratch->size(), "record sizes");
+    Pieces compressed;
+    compressed.Append(p, static_cast<size_t>(sizes_end - p));
+    CheckDecodedSize(head.compression, compressed, decoded_sizes_size, "record sizes");
+    DecompressInto(head.compression, p, static_cast<size_t>(sizes_end - p), decoded_sizes_size, scratch,
+                   "record sizes");
     sizes_begin = scratch->data();
     sizes_end = sizes_begin + scratch->size();
   }
@@ -126,6 +128,9 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size,
             " bytes where the record sizes add up to " + std::to_string(total));
   }
   SliceOfPieces(data, cursor, values_size, &out->values);
+  // Every later buffer of the values is sized from `total`: it must be what
+  // the bytes present can yield, not only what the header says.
+  CheckDecodedSize(head.compression, out->values, total, "record values");
 }
 
 }  // namespace sdsl

@@ -19,9 +19,10 @@
 #include "value_stream.h"
 
 namespace {
-// Large enough for real chunks in the seeds, small enough that a hostile
-// decoded size cannot make the fuzzer run out of memory.
-constexpr uint64_t kMaxDecoded = uint64_t{1} << 24;
+// The limit the reader itself parses under: what bounds memory here must be
+// what bounds it in production (each size checked against what the bytes
+// can yield), not a cap only the fuzzer has.
+constexpr uint64_t kMaxDecoded = sdsl::kMaxMaterializedBytes;
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {

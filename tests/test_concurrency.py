@@ -7,6 +7,10 @@
   held the GIL from start to finish.
 * After os.fork, parent and child both read correctly (the child reports
   through its exit status).
+* Threads reading one reader over many more shards than it keeps open (so
+  that files are evicted, unmapped and closed under the reads) get
+  signal_dataset's bytes, and the reader's stats add up to exactly what was
+  read, with the interpreter switching threads as often as it can.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from functools import partial
 
 import numpy as np
 import pytest
+import signal_dataset as sds
 from sds_factory import assert_matches_reference, capture, write_dataset
 
 import sds_loader
@@ -78,6 +83,71 @@ def test_eight_threads_share_one_reader(dataset, expected):
         thread.join(timeout=120)
     assert not any(thread.is_alive() for thread in threads), "a reading thread hung"
     assert not problems, "\n".join(problems)
+    assert reader.stats.fallback_records == 0
+
+
+EVICTION_SHARDS = 32
+EVICTION_PER_SHARD = 3
+
+
+@pytest.fixture(scope="module")
+def many_shards(tmp_path_factory) -> tuple[str, np.ndarray]:
+    root = tmp_path_factory.mktemp("eviction")
+    total = EVICTION_SHARDS * EVICTION_PER_SHARD
+    options = [None, "group_size:1,uncompressed", "group_size:1,snappy", "group_size:2,brotli:5"]
+    write_dataset(
+        root,
+        total,
+        partial(capture, samples=256),
+        records_per_shard=EVICTION_PER_SHARD,
+        writer_options=[options[k % len(options)] for k in range(EVICTION_SHARDS)],
+    )
+    reference = sds.open(os.fspath(root))
+    samples = np.stack([reference[i]["samples"].data for i in range(total)])
+    return os.fspath(root), samples
+
+
+def test_threads_reading_while_shards_are_evicted_count_exactly(many_shards):
+    root, samples = many_shards
+    total = EVICTION_SHARDS * EVICTION_PER_SHARD
+    reader = sds_loader.BatchReader(root, fields=FIELDS, threads=2, max_open_files=2)
+    workers, rounds = 6, 60
+    start = threading.Barrier(workers)
+    problems: list[str] = []
+    read_records = [0] * workers
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(100 + seed)
+        start.wait()
+        for round_ in range(rounds):
+            # Several shards per batch, so that opening one evicts another's file.
+            indices = rng.integers(0, total, size=int(rng.integers(1, 12)))
+            try:
+                batch = reader.read(indices)["samples"]
+            except Exception as error:  # noqa: BLE001 - reported below
+                problems.append(f"thread {seed} round {round_}: {type(error).__name__}: {error}")
+                return
+            if batch.tobytes() != samples[indices].tobytes():
+                problems.append(f"thread {seed} round {round_}: wrong bytes for {indices.tolist()}")
+                return
+            read_records[seed] += indices.size
+
+    interval = sys.getswitchinterval()
+    # Switch threads as often as the interpreter allows: an unguarded
+    # `stats.x += n` then loses updates.
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not any(thread.is_alive() for thread in threads), "a reading thread hung"
+    assert not problems, "\n".join(problems)
+    assert reader.stats.batches == workers * rounds
+    assert reader.stats.native_records == sum(read_records)
     assert reader.stats.fallback_records == 0
 
 

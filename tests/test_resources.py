@@ -4,10 +4,12 @@
   stay flat over 300 batches drawn across 50 shards with max_open_files=4,
   after a warm-up.
 * A chunk whose hashes are all valid but which claims a decoded record of
-  2**40 bytes (or just over the 2 GiB the core holds at once) is refused as
-  corrupt before anything is allocated for it: peak resident memory does not
-  move. The chunk is built by hand (zstd and snappy framing written from their
-  public formats) and hashed with Debian's libhighwayhash.
+  2**40 bytes, just over the 2 GiB the core holds at once, or 1 GiB (under
+  that limit, but far more than its few compressed bytes can yield) is
+  refused as corrupt before anything is allocated for it: peak resident
+  memory does not move. The chunk is built by hand (zstd, snappy and brotli
+  framing written from their public formats) and hashed with Debian's
+  libhighwayhash.
 """
 
 from __future__ import annotations
@@ -104,6 +106,14 @@ def snappy_literal(payload: bytes, claimed: int | None = None) -> bytes:
     return varint(len(payload) if claimed is None else claimed) + bytes([(len(payload) - 1) << 2]) + payload
 
 
+def brotli_raw(payload: bytes) -> bytes:
+    """A brotli stream of one uncompressed meta-block, then an empty last one."""
+    assert 0 < len(payload) <= 1 << 16
+    # WBITS 0 (a 64 KiB window), ISLAST 0, MNIBBLES 0 (four nibbles), MLEN-1, ISUNCOMPRESSED 1.
+    bits = 0 | (0 << 1) | (0 << 2) | ((len(payload) - 1) << 4) | (1 << 20)
+    return bits.to_bytes(3, "little") + payload + bytes([0b11])  # ISLAST 1, ISLASTEMPTY 1
+
+
 def zstd_raw(payload: bytes) -> bytes:
     """A zstd frame of one raw block, with no content size in its header."""
     header = (1 | (len(payload) << 3)).to_bytes(3, "little")  # last block, raw
@@ -116,6 +126,10 @@ def hostile_chunk_data(compression: str, claim: int, record_start: bytes) -> byt
         compressed_sizes = varint(len(sizes)) + snappy_literal(sizes)
         values = varint(claim) + snappy_literal(record_start[:60], claimed=claim)
         return b"s" + varint(len(compressed_sizes)) + compressed_sizes + values
+    if compression == "brotli":
+        compressed_sizes = varint(len(sizes)) + brotli_raw(sizes)
+        values = varint(claim) + brotli_raw(record_start)
+        return b"b" + varint(len(compressed_sizes)) + compressed_sizes + values
     compressed_sizes = varint(len(sizes)) + zstd_raw(sizes)
     values = varint(claim) + zstd_raw(record_start)
     return b"z" + varint(len(compressed_sizes)) + compressed_sizes + values
@@ -136,9 +150,13 @@ def peak_resident_bytes() -> int:
     return int(match.group(1)) * 1024
 
 
-@pytest.mark.parametrize("claim", [2**40, (3 << 30) + 5, 2**63 - 1], ids=["2^40", "3GiB", "2^63"])
 @pytest.mark.parametrize(
-    "compression,options", [("zstd", None), ("snappy", "group_size:1,snappy")], ids=["zstd", "snappy"]
+    "claim", [2**40, (3 << 30) + 5, 2**63 - 1, 1 << 30], ids=["2^40", "3GiB", "2^63", "1GiB"]
+)
+@pytest.mark.parametrize(
+    "compression,options",
+    [("zstd", None), ("snappy", "group_size:1,snappy"), ("brotli", "group_size:1,brotli:6")],
+    ids=["zstd", "snappy", "brotli"],
 )
 @pytest.mark.parametrize("verify", [True, False], ids=["verified", "unverified"])
 def test_huge_decoded_size_is_refused_before_allocating(tmp_path, compression, options, claim, verify):

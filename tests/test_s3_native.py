@@ -168,6 +168,37 @@ def test_a_batch_opens_its_new_shards_all_at_once(proxy, s3_dataset):
     assert all("/objects/data/" in path for path in first) and len(set(first)) == 4
 
 
+def test_stats_count_each_request_once_with_reads_on_several_threads(s3_dataset):
+    """Threads reading one reader at once: stats add up to exactly what the
+    source fetched and the records read, not each read's view of the others'."""
+    uri, _ = s3_dataset
+    reader = sds_loader.BatchReader(uri, fields=["samples"])
+    start = threading.Barrier(4)
+    problems: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        start.wait()
+        for _ in range(6):
+            indices = rng.integers(0, 48, size=5).tolist()
+            try:
+                assert_batch(uri, reader.read(indices), indices, ("samples",))
+            except Exception as error:  # noqa: BLE001 - reported below
+                problems.append(f"{type(error).__name__}: {error}")
+                return
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not problems, problems
+    counters = reader._process().source.counters
+    assert (reader.stats.fetch_requests, reader.stats.fetched_bytes) == (counters.requests, counters.bytes)
+    assert reader.stats.native_records == 4 * 6 * 5
+    assert reader.stats.batches == 4 * 6
+
+
 def test_readers_of_one_process_share_its_s3_store(s3_dataset):
     uri, _ = s3_dataset
     assert sds_loader.BatchReader(uri).object_store is sds_loader.BatchReader(uri).object_store

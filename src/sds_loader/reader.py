@@ -21,6 +21,7 @@ from sds_loader.errors import MixedShapesError, SchemaMismatch, UnknownNameError
 from sds_loader.indices import normalize, normalize_one
 from sds_loader.outputs import Allocator, adopt, allocate
 from sds_loader.record_metadata import MetadataSource, describe_axes
+from sds_loader.remote_readahead import RemoteReadahead
 from sds_loader.schema import FieldSpec, Schema, TargetSpec, target_kind
 from sds_loader.stores import for_root, portable
 from sds_loader.windows import Window, crop_starts, length_key, normalize_starts
@@ -34,10 +35,17 @@ _MAX_THREADS = 1 << 10
 _READERS: weakref.WeakSet[BatchReader] = weakref.WeakSet()
 
 
+#: Guards every ReadStats update: one reader may be read from several threads
+#: at once (a prefetching loader, say), and `stats.x += n` is a read and a write.
+_STATS_LOCK = threading.Lock()
+
+
 def _fresh_locks_after_fork() -> None:
+    global _STATS_LOCK
     # A thread of the parent may have held a reader's lock (opening its
     # dataset) at the instant of the fork; that thread does not exist in the
     # child, so the copy of its lock would never be released.
+    _STATS_LOCK = threading.Lock()
     for reader in list(_READERS):
         reader._lock = threading.Lock()
 
@@ -65,6 +73,11 @@ class ReadStats:
     #: Native batches in which a helper thread, not only the caller's, decoded
     #: records (a small warm batch stays on one thread; see README, "threads").
     helped_batches: int = 0
+
+    def _add(self, **counts: int) -> None:
+        with _STATS_LOCK:
+            for name, count in counts.items():
+                setattr(self, name, getattr(self, name) + count)
 
 
 class _ProcessState:
@@ -100,6 +113,14 @@ class _ProcessState:
             )
         self._verify = verify_checksums
         self._metadata: MetadataSource | None = None
+        #: The source's counters as last added to the reader's stats.
+        self.counted = (0, 0)
+        #: Carries out announcements for object storage (its thread starts on the first).
+        self._readahead = RemoteReadahead(self.native, self.source) if self.source is not None else None
+
+    def readahead(self) -> RemoteReadahead:
+        assert self._readahead is not None, "only a reader of object storage reads ahead remotely"
+        return self._readahead
 
     @property
     def metadata(self) -> MetadataSource:
@@ -116,6 +137,8 @@ class _ProcessState:
         return counters.requests, counters.bytes
 
     def close(self) -> None:
+        if self._readahead is not None:
+            self._readahead.close()
         if self.source is not None:
             self.source.close()
         self.fallback.close()
@@ -423,7 +446,7 @@ class BatchReader:
         try:
             self._read_into(ordinals, schema, arrays, starts)
         except SchemaMismatch:
-            self.stats.schema_retries += 1
+            self.stats._add(schema_retries=1)
             schema = self._uniform_schema(ordinals)
             arrays = buffers(schema)
             try:
@@ -433,7 +456,7 @@ class BatchReader:
                 # together: report it as the layout problem it is.
                 raise MixedShapesError(f"{again}; batch layout {schema.describe()}") from None
         self._schema = schema
-        self.stats.batches += 1
+        self.stats._add(batches=1)
         return arrays
 
     def will_need(self, indices: Iterable[int] | np.ndarray) -> int:
@@ -446,21 +469,36 @@ class BatchReader:
         of them finds their pages in the page cache, or on their way there.
         Called with the *next* batch while this one decodes, it keeps a cold
         disk busy instead of idle between batches; `ShardAwareSampler` does
-        so. On a warm cache it costs a page-cache lookup per page; elsewhere
-        (object storage, shards this core cannot read) it does nothing and
-        returns 0. While 64 announcements wait for that thread, more are
-        dropped. Whole chunks are announced, also under a window that reads
-        part of one. A hint never raises for a record that cannot be read:
-        the read of it does.
+        so. On a warm cache it costs a page-cache lookup per page. While 64
+        announcements wait for that thread, more are dropped. Whole chunks
+        are announced, also under a window that reads part of one.
+
+        For object storage the announcement goes to a background thread of
+        the reader's, which opens the shards and fetches their chunks into a
+        small cache (32 MiB) that later reads use; the call returns 0 at
+        once, before any request is made. A reader not yet opened in this
+        process (closed, or just forked) drops the announcement rather than
+        open its dataset on the caller's thread. Shards the core cannot read
+        take no hints, and return 0.
+
+        A hint never raises for a record that cannot be read, nor for a
+        store that cannot be reached: the read of it does.
         """
-        ordinals = normalize(indices, len(self))
-        state = self._process()
+        state = self._state
+        if state is None or state.pid != os.getpid():
+            if sources.is_remote(self._uri):
+                return 0
+            state = self._process()
+        ordinals = normalize(indices, len(state.dataset))
         if state.native is None or ordinals.size == 0:
             return 0
         from sds_loader import _native
 
         assert state.table is not None
         files, records = state.table.locate(ordinals)
+        if state.source is not None:
+            state.readahead().announce(files, records)
+            return 0
         return int(_native.hint_records(state.native, files, records))
 
     def window_starts(
@@ -540,7 +578,7 @@ class BatchReader:
         pad = self._window is not None and self._window.pad
         if state.native is None:
             state.fallback.fill(ordinals, np.arange(ordinals.size), schema, arrays, starts, pad)
-            self.stats.fallback_records += int(ordinals.size)
+            self.stats._add(fallback_records=int(ordinals.size))
             return
         assert state.table is not None
         files, locals_ = state.table.locate(ordinals)
@@ -552,7 +590,6 @@ class BatchReader:
             field_args.append(args)
         target_args = [(target.key, target.kind, arrays[target.key]) for target in schema.targets]
         self._open_shards(state, files)
-        before = state.fetched()
         helped = state.native.helped_batches
         try:
             needs_fallback = state.native.read(
@@ -560,32 +597,39 @@ class BatchReader:
                 starts, pad,
             )
         finally:
-            self._count_fetches(state, before)
-            self.stats.helped_batches += state.native.helped_batches - helped
+            self._count_fetches(state)
+            # Another thread's read may land in between: a count for tests
+            # that read from one thread.
+            self.stats._add(helped_batches=state.native.helped_batches - helped)
         positions = np.flatnonzero(needs_fallback)
         if positions.size:
             state.fallback.fill(
                 ordinals[positions], positions, schema, arrays,
                 None if starts is None else starts[positions], pad,
             )
-        self.stats.fallback_records += int(positions.size)
-        self.stats.native_records += int(ordinals.size - positions.size)
+        self.stats._add(
+            fallback_records=int(positions.size), native_records=int(ordinals.size - positions.size)
+        )
 
     def _open_shards(self, state: _ProcessState, files: np.ndarray) -> None:
         """Open the new shards among `files` together: in object storage one round
         trip for all of them, rather than one each as the core plans the batch."""
         if state.source is None:
             return
-        before = state.fetched()
         try:
             state.source.open_shards(np.unique(files).tolist())
         finally:
-            self._count_fetches(state, before)
+            self._count_fetches(state)
 
-    def _count_fetches(self, state: _ProcessState, before: tuple[int, int]) -> None:
-        requests, fetched = state.fetched()
-        self.stats.fetch_requests += requests - before[0]
-        self.stats.fetched_bytes += fetched - before[1]
+    def _count_fetches(self, state: _ProcessState) -> None:
+        # What the source fetched since the last count, whichever read it was
+        # for: with reads on several threads, a difference taken around each
+        # read would count the others' requests too.
+        with _STATS_LOCK:
+            requests, fetched = state.fetched()
+            counted, state.counted = state.counted, (requests, fetched)
+            self.stats.fetch_requests += requests - counted[0]
+            self.stats.fetched_bytes += fetched - counted[1]
 
     def _probe(self, ordinal: int) -> Schema:
         """Learn one record's layout: its fields' dtypes and shapes, its targets' kinds."""
@@ -594,11 +638,10 @@ class BatchReader:
         if state.native is not None:
             assert state.table is not None
             files, locals_ = state.table.locate(np.asarray([ordinal], dtype=np.int64))
-            before = state.fetched()
             try:
                 probed = state.native.probe(int(files[0]), int(locals_[0]), ordinal)
             finally:
-                self._count_fetches(state, before)
+                self._count_fetches(state)
         if probed is not None:
             raw_fields, metadata_json = probed
             available = tuple(

@@ -69,6 +69,11 @@ HEAD_BYTES = 64
 #: index, so a tail is only needed again after the core's own cache evicts it.
 TAIL_CACHE_SHARDS = 64
 
+#: Bytes of chunks fetched ahead (`will_need`) and kept until a read uses
+#: them or newer ones push them out: a few batches' worth, whatever the
+#: dataset, since a read that misses them only fetches them again.
+READAHEAD_BYTES = 32 << 20
+
 #: HTTP statuses and S3 error codes that a later attempt may not see.
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _RETRY_CODES = frozenset(
@@ -156,6 +161,9 @@ class S3RangeSource:
         #: so a shard reopened after a replacement is refused, not mixed.
         self._etags: dict[int, str] = {}
         self._counters = FetchCounters()
+        #: Ranges fetched ahead, by (file, offset): (ETag, bytes), oldest first.
+        self._ahead: OrderedDict[tuple[int, int], tuple[str, bytes]] = OrderedDict()
+        self._ahead_bytes = 0
         self._client = None
         self._pool: ThreadPoolExecutor | None = None
         self._errors: tuple[type[BaseException], ...] = ()
@@ -184,6 +192,8 @@ class S3RangeSource:
         for file, offset, view in requests:
             view = memoryview(view).cast("B")
             left, etag = self._from_tail(file, offset, view)
+            if len(left) and self._from_ahead(file, offset, left, etag):
+                continue
             if len(left):
                 remote.append((file, offset, left, etag))
         if not remote:
@@ -233,6 +243,43 @@ class S3RangeSource:
         if new:
             self._open(new)
 
+    def will_need(self, ranges: Sequence[tuple[int, int, int]]) -> None:
+        """Fetch `(file, offset, size)` ranges ahead into a small cache `fetch` reads from.
+
+        Called on the reader's readahead thread, never a reader's: it waits for
+        the GETs. Never raises: a range that cannot be fetched now is fetched,
+        or reported, by the read that needs it. Up to READAHEAD_BYTES are kept;
+        a range larger than that is left to its read.
+        """
+        wanted = []
+        with self._lock:
+            for file, offset, size in ranges:
+                if 0 < size <= READAHEAD_BYTES and (file, offset) not in self._ahead:
+                    wanted.append((file, offset, size))
+        if not wanted:
+            return
+        try:
+            pool = self._process()[1]
+            jobs = []
+            for file, offset, size in wanted:
+                etag = self._tail(file).etag
+                buffer = bytearray(size)
+                jobs.append((file, offset, etag, buffer, pool.submit(self._get_into, file, offset, memoryview(buffer), etag)))
+        except Exception:  # noqa: BLE001 - a hint never fails; the read reports
+            return
+        wait([job[-1] for job in jobs])
+        for file, offset, etag, buffer, future in jobs:
+            if future.cancelled() or future.exception() is not None:
+                continue
+            with self._lock:
+                if (file, offset) in self._ahead:
+                    continue
+                self._ahead[(file, offset)] = (etag, bytes(buffer))
+                self._ahead_bytes += len(buffer)
+                while self._ahead_bytes > READAHEAD_BYTES:
+                    _, (_, dropped) = self._ahead.popitem(last=False)
+                    self._ahead_bytes -= len(dropped)
+
     # -- bookkeeping -------------------------------------------------------
 
     @property
@@ -248,6 +295,8 @@ class S3RangeSource:
         with self._lock:
             pool, self._pool, self._client = self._pool, None, None
             self._tails.clear()
+            self._ahead.clear()
+            self._ahead_bytes = 0
             self._closes += 1
         if pool is not None:
             # Requests already running finish their current attempt and stop
@@ -256,7 +305,9 @@ class S3RangeSource:
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
-        state.update(_lock=None, _client=None, _pool=None, _errors=(), _tails=OrderedDict())
+        state.update(
+            _lock=None, _client=None, _pool=None, _errors=(), _tails=OrderedDict(), _ahead=OrderedDict(), _ahead_bytes=0
+        )
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
@@ -288,6 +339,8 @@ class S3RangeSource:
         self._lock = threading.Lock()
         self._client = self._pool = None
         self._tails = OrderedDict()
+        self._ahead = OrderedDict()
+        self._ahead_bytes = 0
 
     def _count(self, requests: int = 0, fetched: int = 0, retries: int = 0) -> None:
         with self._lock:
@@ -364,6 +417,20 @@ class S3RangeSource:
         split = max(tail.start - offset, 0)
         view[split:] = tail.data[offset + split - tail.start : end - tail.start]
         return view[:split], tail.etag
+
+    def _from_ahead(self, file: int, offset: int, view: memoryview, etag: str) -> bool:
+        """Fill `view` from a range fetched ahead that holds all of it; False if none does.
+
+        Only a range fetched under the ETag the read is pinned to counts, so
+        bytes of a replaced object are never mixed in.
+        """
+        end = offset + len(view)
+        with self._lock:
+            for (ahead_file, start), (ahead_etag, data) in reversed(self._ahead.items()):
+                if ahead_file == file and start <= offset and end <= start + len(data) and ahead_etag == etag:
+                    view[:] = memoryview(data)[offset - start : end - start]
+                    return True
+        return False
 
     def _get_tail(self, client, *, file: int) -> _Tail:
         bucket, key = self._parts[file]

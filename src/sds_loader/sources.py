@@ -25,6 +25,11 @@ def _scheme(uri: str) -> str:
     return scheme if separator and scheme != "file" else ""
 
 
+def is_remote(uri: str) -> bool:
+    """Whether `uri` names object storage (or anything else not a local path)."""
+    return _scheme(uri) != ""
+
+
 def unavailable_reason(dataset: sds.Dataset, uris: Sequence[str]) -> str | None:
     """Why the native core cannot fetch these shards of `dataset`, or None if it can."""
     schemes = {_scheme(uri) for uri in uris} or {_scheme(dataset.root)}
