@@ -61,6 +61,24 @@ def test_the_wheel_is_manylinux_with_the_libraries_inside(wheel, tmp_path):
     assert bundled == [], bundled  # linked in, not grafted beside it
 
 
+def test_the_wheel_carries_the_licence_and_the_third_party_notices(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        [metadata] = [name for name in names if re.fullmatch(r"sds_loader-[^/]+\.dist-info/METADATA", name)]
+        info = archive.read(metadata).decode("utf-8")
+        carried = {}
+        for name in names:
+            found = re.fullmatch(r"sds_loader-[^/]+\.dist-info/licenses/(.+)", name)
+            if found:
+                carried[found.group(1)] = archive.read(name)
+    assert sorted(carried) == ["LICENSE", "THIRD_PARTY_NOTICES"], sorted(carried)
+    for name, content in carried.items():
+        with open(os.path.join(REPO, name), "rb") as handle:
+            assert content == handle.read(), f"{name} in the wheel differs from the repository's"
+    assert "License-Expression: Apache-2.0" in info.splitlines(), info[:2000]
+    assert {"License-File: LICENSE", "License-File: THIRD_PARTY_NOTICES"} <= set(info.splitlines())
+
+
 def test_the_wheel_installs_into_a_fresh_environment_and_reads(wheel, tmp_path):
     root = tmp_path / "captures.sds"
     sds_factory.write_dataset(root, 12, records_per_shard=4)
