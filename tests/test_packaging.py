@@ -1,4 +1,4 @@
-"""What a package people depend on must say about itself: licence, notices.
+"""What a package people depend on must say about itself: version, licence, notices.
 
 The wheel's share of this is in tests/test_wheel.py (it builds one); here the
 source distribution, which scikit-build-core makes without compiling, and the
@@ -7,10 +7,16 @@ notices file against what third_party/ vendors.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import re
 import subprocess
 import sys
+import sysconfig
 import tarfile
+import tomllib
+
+import sds_loader
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,3 +54,24 @@ def test_the_notices_name_every_vendored_library_and_the_licence_is_apache_2():
         licence = handle.read()
     assert "Apache License" in licence and "Version 2.0, January 2004" in licence
     assert "END OF TERMS AND CONDITIONS" in licence and "APPENDIX: How to apply" in licence
+
+
+def test_one_version_read_by_the_package_the_command_and_the_metadata():
+    installed = importlib.metadata.version("sds-loader")
+    assert sds_loader.__version__ == installed, (
+        f"sds_loader.__version__ is {sds_loader.__version__} but the installed metadata says {installed}: "
+        "reinstall (pip install --no-build-isolation -e .) after changing src/sds_loader/_version.py"
+    )
+    assert re.fullmatch(r"\d+\.\d+\.\d+", installed), installed
+    command = os.path.join(sysconfig.get_path("scripts"), "sds-loader")
+    for argv in ([command, "--version"], [sys.executable, "-m", "sds_loader", "--version"]):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.strip() == f"sds-loader {installed}", (argv, done.stdout)
+    # Written once: pyproject.toml takes it from _version.py, never states its own.
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as handle:
+        pyproject = tomllib.load(handle)
+    assert "version" not in pyproject["project"] and "version" in pyproject["project"]["dynamic"]
+    source = pyproject["tool"]["scikit-build"]["metadata"]["version"]["input"]
+    with open(os.path.join(REPO, source), encoding="utf-8") as handle:
+        assert f'__version__ = "{installed}"' in handle.read()

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import signal_dataset as sds
 
+from sds_loader._version import __version__
 from sds_loader.cli import synth as synth_defaults
 from sds_loader.native_tools import NativeUnavailable
 
@@ -41,6 +42,7 @@ def parser() -> argparse.ArgumentParser:
             "or write a synthetic one to try."
         ),
     )
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     bench = commands.add_parser(
