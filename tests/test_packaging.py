@@ -23,7 +23,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_the_sdist_carries_the_licence_and_the_third_party_notices(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-c", f"from scikit_build_core.build import build_sdist; print(build_sdist({os.fspath(tmp_path)!r}))"],
+        [
+            sys.executable,
+            "-c",
+            f"from scikit_build_core.build import build_sdist; print(build_sdist({os.fspath(tmp_path)!r}))",
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -37,7 +41,12 @@ def test_the_sdist_carries_the_licence_and_the_third_party_notices(tmp_path):
         pkg_info = archive.extractfile(f"{top}/PKG-INFO")
         assert pkg_info is not None
         info = pkg_info.read().decode("utf-8")
-    for licence in ("LICENSE", "THIRD_PARTY_NOTICES", "third_party/zstd/LICENSE", "third_party/snappy/COPYING"):
+    for licence in (
+        "LICENSE",
+        "THIRD_PARTY_NOTICES",
+        "third_party/zstd/LICENSE",
+        "third_party/snappy/COPYING",
+    ):
         assert f"{top}/{licence}" in members, licence
     assert "License-Expression: Apache-2.0" in info.splitlines()
 

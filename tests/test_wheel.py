@@ -79,6 +79,12 @@ def test_the_wheel_carries_the_licence_and_the_third_party_notices(wheel):
     assert {"License-File: LICENSE", "License-File: THIRD_PARTY_NOTICES"} <= set(info.splitlines())
 
 
+def test_the_wheel_is_typed(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {"sds_loader/py.typed", "sds_loader/_native.pyi"} <= names, sorted(names)
+
+
 def test_the_wheel_installs_into_a_fresh_environment_and_reads(wheel, tmp_path):
     root = tmp_path / "captures.sds"
     sds_factory.write_dataset(root, 12, records_per_shard=4)
