@@ -34,9 +34,7 @@ py::str Text(const std::string& message) {
   return py::reinterpret_steal<py::str>(text);
 }
 
-void RaiseAs(PyObject* type, const char* message) {
-  PyErr_SetObject(type, Text(message).ptr());
-}
+void RaiseAs(PyObject* type, const char* message) { PyErr_SetObject(type, Text(message).ptr()); }
 
 void RaiseAs(const char* class_name, const char* message) {
   py::object errors = py::module_::import("sds_loader.errors");
@@ -314,7 +312,6 @@ PYBIND11_MODULE(_native, m) {
                     "Work (uncompressed bytes; compressed count 4x) a warm batch needs for each "
                     "helper thread it wakes; 0 wakes every helper `threads` allows.");
 
-
   m.def(
       "record_bytes",
       [](sdsl::ShardSet& set, bool verify, const Int64Array& files, const Int64Array& records) {
@@ -405,8 +402,8 @@ PYBIND11_MODULE(_native, m) {
         }
         py::list out;
         for (const auto& payload : payloads) {
-          out.append(py::make_tuple(payload.compression, py::bytes(payload.bytes),
-                                    payload.decoded_size));
+          out.append(
+              py::make_tuple(payload.compression, py::bytes(payload.bytes), payload.decoded_size));
         }
         return out;
       },
@@ -417,9 +414,8 @@ PYBIND11_MODULE(_native, m) {
         std::vector<sdsl::ChunkPayload> payloads;
         for (const py::handle& item : items) {
           const py::tuple spec = item.cast<py::tuple>();
-          payloads.push_back(sdsl::ChunkPayload{spec[0].cast<std::string>(),
-                                                spec[1].cast<std::string>(),
-                                                spec[2].cast<uint64_t>()});
+          payloads.push_back(sdsl::ChunkPayload{
+              spec[0].cast<std::string>(), spec[1].cast<std::string>(), spec[2].cast<uint64_t>()});
         }
         py::gil_scoped_release release;
         return sdsl::BoundDecompress(payloads, repeats, batch_rows);
@@ -435,7 +431,8 @@ PYBIND11_MODULE(_native, m) {
         }
         py::list out;
         for (const auto& range : ranges) {
-          out.append(py::make_tuple(range.path, range.compression, range.decoded_size, range.pieces));
+          out.append(
+              py::make_tuple(range.path, range.compression, range.decoded_size, range.pieces));
         }
         return out;
       },
@@ -453,7 +450,8 @@ PYBIND11_MODULE(_native, m) {
         py::gil_scoped_release release;
         return sdsl::BoundRead(chunks, repeats, hash, batch_rows);
       },
-      py::arg("chunks"), py::arg("repeats") = 1, py::arg("hash") = true, py::arg("batch_rows") = 256);
+      py::arg("chunks"), py::arg("repeats") = 1, py::arg("hash") = true,
+      py::arg("batch_rows") = 256);
   m.def(
       "bound_memcpy",
       [](const std::vector<std::string>& buffers, int repeats) {

@@ -167,7 +167,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
     frame.key = value;
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& error) override {
+  bool parse_error(std::size_t, const std::string&,
+                   const nlohmann::detail::exception& error) override {
     Corrupt(std::string("record descriptor is not valid JSON: ") + error.what());
   }
 
@@ -218,10 +219,12 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
         } else if (key == "version") {
           version_ok_ = value.is_string() && *value.text == "0.1";
         } else if (key == "id") {
-          if (!value.is_string() || value.text->empty()) Malformed("the record id is not a non-empty string");
+          if (!value.is_string() || value.text->empty())
+            Malformed("the record id is not a non-empty string");
           has_id_ = true;
         } else if (key == "scene_id") {
-          if (!value.is_null() && !value.is_string()) Malformed("the record's scene_id is not a string");
+          if (!value.is_null() && !value.is_string())
+            Malformed("the record's scene_id is not a string");
         } else if (key == "fields") {
           Malformed("fields is not an object");
         } else if (key == "metadata") {
@@ -266,7 +269,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   void OnAxisMember(const std::string& key, const Scalar& value) {
     const auto where = [this] { return FieldWhere() + " axis"; };  // for messages only
     if (key == "name") {
-      if (!value.is_string() || value.text->empty()) Malformed(FieldWhere() + " has an invalid axis name");
+      if (!value.is_string() || value.text->empty())
+        Malformed(FieldWhere() + " has an invalid axis name");
       for (const std::string& name : axis_names_) {
         if (name == *value.text) Malformed(FieldWhere() + " repeats axis name \"" + name + "\"");
       }
@@ -282,7 +286,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
       }
       axis_has_length_ = true;
     } else if (key == "role" || key == "id") {
-      if (!value.is_null() && !value.is_string()) Malformed(where() + " " + key + " is not a string");
+      if (!value.is_null() && !value.is_string())
+        Malformed(where() + " " + key + " is not a string");
       if (key == "id") axis_id_ = value.is_string() ? *value.text : std::string();
     } else if (key == "metadata") {
       MetadataScalar(value, where);
@@ -296,7 +301,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
     if (key == "values") {
       if (!value.is_null()) Malformed(where() + " values are not a list");
     } else if (key == "start" || key == "step") {
-      if (!value.is_null() && !value.is_number()) Malformed(where() + " " + key + " is not a number");
+      if (!value.is_null() && !value.is_number())
+        Malformed(where() + " " + key + " is not a number");
       (key == "start" ? coordinate_start_ : coordinate_step_) = value.is_number();
     } else if (key == "reference") {
       if (!value.is_null() && !value.is_string()) Malformed(where() + " reference is not a string");
@@ -372,7 +378,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
       case Role::kFields:
         if (!object) Malformed("field \"" + key + "\" is not an object");
         if (key.empty()) Malformed("a field has an empty name");
-        if (entries_used_ >= kMaxFields) Malformed("more than " + std::to_string(kMaxFields) + " fields");
+        if (entries_used_ >= kMaxFields)
+          Malformed("more than " + std::to_string(kMaxFields) + " fields");
         if (entries_.size() <= entries_used_) entries_.emplace_back();
         entries_[entries_used_].name = key;
         entries_[entries_used_].tensor.clear();
@@ -393,7 +400,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
         break;
       case Role::kAxes:
         if (!object) Malformed(FieldWhere() + " has an axis that is not an object");
-        if (CurrentField().lengths.size() + 1 > kMaxAxesPerField) Malformed(FieldWhere() + " has too many axes");
+        if (CurrentField().lengths.size() + 1 > kMaxAxesPerField)
+          Malformed(FieldWhere() + " has too many axes");
         axis_has_name_ = axis_has_length_ = axis_has_coordinate_ = false;
         axis_length_ = 0;
         axis_id_.clear();
@@ -407,7 +415,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
         if (key == "coordinate") {
           if (!object) Malformed(FieldWhere() + " axis coordinate is not an object");
           axis_has_coordinate_ = true;
-          coordinate_values_present_ = coordinate_start_ = coordinate_step_ = coordinate_reference_ = false;
+          coordinate_values_present_ = coordinate_start_ = coordinate_step_ =
+              coordinate_reference_ = false;
           coordinate_values_ = 0;
           *role = Role::kCoordinate;
         } else if (key == "metadata" && !object) {
@@ -475,10 +484,12 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
         if (coordinate_start_ != coordinate_step_) {
           Malformed(FieldWhere() + " axis linear coordinate requires both start and step");
         }
-        if (int{coordinate_values_present_} + int{coordinate_start_} + int{coordinate_reference_} > 1) {
+        if (int{coordinate_values_present_} + int{coordinate_start_} + int{coordinate_reference_} >
+            1) {
           Malformed(FieldWhere() + " axis coordinate forms are mutually exclusive");
         }
-        if (coordinate_values_ > kMaxCoordinateValues) Malformed(FieldWhere() + " has too many coordinate values");
+        if (coordinate_values_ > kMaxCoordinateValues)
+          Malformed(FieldWhere() + " has too many coordinate values");
         break;
       default:
         break;
@@ -487,7 +498,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   }
 
   bool CloseAxis() {
-    if (!axis_has_name_ || !axis_has_length_) Malformed(FieldWhere() + " has an axis without name or length");
+    if (!axis_has_name_ || !axis_has_length_)
+      Malformed(FieldWhere() + " has an axis without name or length");
     if (axis_has_coordinate_ && coordinate_values_present_ && coordinate_values_ != axis_length_) {
       Malformed(FieldWhere() + " explicit coordinate length does not match axis");
     }
@@ -506,7 +518,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   }
 
   void Finish() {
-    if (!format_ok_ || !version_ok_) Corrupt("record descriptor is not a signal-dataset.record of version 0.1");
+    if (!format_ok_ || !version_ok_)
+      Corrupt("record descriptor is not a signal-dataset.record of version 0.1");
     if (!has_id_) Malformed("no id");
     if (!has_fields_) Malformed("no fields");
     if (entries_used_ == 0) Malformed("the record has no fields");
@@ -527,7 +540,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   }
 
   std::string FieldWhere() const {
-    return entries_used_ == 0 ? std::string("a field") : "field \"" + entries_[entries_used_ - 1].name + "\"";
+    return entries_used_ == 0 ? std::string("a field")
+                              : "field \"" + entries_[entries_used_ - 1].name + "\"";
   }
 
   Descriptor* out_ = nullptr;

@@ -93,7 +93,8 @@ inline bool IsAscii(const uint8_t* text, size_t size) {
 template <typename Events>
 bool ParseJsonEvents(const uint8_t* text, size_t size, Events* events, const char* what) {
   constexpr unsigned kAsciiFlags = rapidjson::kParseFullPrecisionFlag |
-                                   rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag;
+                                   rapidjson::kParseIterativeFlag |
+                                   rapidjson::kParseStopWhenDoneFlag;
   constexpr unsigned kFlags = kAsciiFlags | rapidjson::kParseValidateEncodingFlag;
   rapidjson::MemoryStream memory(reinterpret_cast<const char*>(text), size);
   // One reader and text buffer per thread: the parse stack and the buffer
@@ -119,8 +120,8 @@ bool ParseJsonEvents(const uint8_t* text, size_t size, Events* events, const cha
                                             : reader.Parse<kFlags>(memory, forward);
   if (result.Code() == rapidjson::kParseErrorTermination) return false;
   if (result.IsError()) {
-    Corrupt(std::string(what) + " is not valid JSON: " +
-            rapidjson::GetParseError_En(result.Code()) + " at byte " +
+    Corrupt(std::string(what) +
+            " is not valid JSON: " + rapidjson::GetParseError_En(result.Code()) + " at byte " +
             std::to_string(result.Offset()));
   }
   // The reader stops after the document, and its stream reads a NUL byte as
@@ -128,7 +129,8 @@ bool ParseJsonEvents(const uint8_t* text, size_t size, Events* events, const cha
   for (size_t at = memory.Tell(); at < size; ++at) {
     const uint8_t c = text[at];
     if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
-      Corrupt(std::string(what) + " is not valid JSON: unexpected byte after the document at byte " +
+      Corrupt(std::string(what) +
+              " is not valid JSON: unexpected byte after the document at byte " +
               std::to_string(at));
     }
   }

@@ -44,8 +44,7 @@ void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const 
       input = scratch->gathered.data();
     }
     DecompressExact(parsed.compression, input, static_cast<size_t>(parsed.values.total),
-                    scratch->values.data(), scratch->values.size(), "record values",
-                    scratch->zstd);
+                    scratch->values.data(), scratch->values.size(), "record values", scratch->zstd);
   }
   *values = scratch->values.data();
 }

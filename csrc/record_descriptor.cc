@@ -54,7 +54,8 @@ json CheckCoordinate(const json& axis, uint64_t length, const std::string& where
   const bool explicit_values = values != coordinate.end() && !values->is_null();
   if (explicit_values) {
     if (!values->is_array()) Malformed(where + " coordinate values are not a list");
-    if (values->size() != length) Malformed(where + " explicit coordinate length does not match axis");
+    if (values->size() != length)
+      Malformed(where + " explicit coordinate length does not match axis");
     if (values->size() > kMaxCoordinateValues) Malformed(where + " has too many coordinate values");
   }
   normal["values"] = explicit_values ? *values : json(nullptr);
@@ -73,7 +74,8 @@ json CheckCoordinate(const json& axis, uint64_t length, const std::string& where
   }
   const auto reference = coordinate.find("reference");
   const bool referenced = reference != coordinate.end() && !reference->is_null();
-  if (referenced && !reference->is_string()) Malformed(where + " coordinate reference is not a string");
+  if (referenced && !reference->is_string())
+    Malformed(where + " coordinate reference is not a string");
   if (referenced && !reference->get_ref<const std::string&>().empty()) {
     references->push_back(reference->get<std::string>());
   }
@@ -134,16 +136,15 @@ struct FieldEntry {
 }  // namespace
 
 const std::string* Descriptor::TensorOf(const std::string& field) const {
-  const auto found = std::lower_bound(
-      fields.begin(), fields.end(), field,
-      [](const std::pair<std::string, std::string>& entry, const std::string& name) {
-        return entry.first < name;
-      });
+  const auto found = std::lower_bound(fields.begin(), fields.end(), field,
+                                      [](const std::pair<std::string, std::string>& entry,
+                                         const std::string& name) { return entry.first < name; });
   return found != fields.end() && found->first == field ? &found->second : nullptr;
 }
 
 void ParseDescriptor(const uint8_t* text, uint64_t size, Descriptor* out) {
-  if (size > kMaxDescriptorBytes) Malformed("it exceeds " + std::to_string(kMaxDescriptorBytes) + " bytes");
+  if (size > kMaxDescriptorBytes)
+    Malformed("it exceeds " + std::to_string(kMaxDescriptorBytes) + " bytes");
   if (ParseDescriptorStream(text, size, out)) return;
   ParseDescriptorDocument(text, size, out);
 }
@@ -205,7 +206,8 @@ void ParseDescriptorDocument(const uint8_t* text, uint64_t size, Descriptor* out
         }
         names.push_back(axis_text);
         if (!length->is_number_integer() ||
-            (length->is_number_integer() && !length->is_number_unsigned() && length->get<int64_t>() < 0)) {
+            (length->is_number_integer() && !length->is_number_unsigned() &&
+             length->get<int64_t>() < 0)) {
           Malformed(where + " axis \"" + axis_text + "\" length is not a nonnegative integer");
         }
         const uint64_t axis_length = length->get<uint64_t>();
@@ -234,7 +236,8 @@ void ParseDescriptorDocument(const uint8_t* text, uint64_t size, Descriptor* out
   for (const std::string& reference : references) {
     const bool is_field = fields->contains(reference);
     const bool is_axis = std::find(axis_ids.begin(), axis_ids.end(), reference) != axis_ids.end();
-    if (!is_field && !is_axis) Malformed("coordinate reference \"" + reference + "\" does not resolve");
+    if (!is_field && !is_axis)
+      Malformed("coordinate reference \"" + reference + "\" does not resolve");
   }
   // nlohmann keeps object members sorted by key, so `entries` already is.
   for (FieldEntry& entry : entries) {
@@ -276,8 +279,8 @@ TargetValue MetadataTarget(const Descriptor& descriptor, const std::string& key,
     if (item.key == key) found = &item;
   }
   if (found == nullptr) {
-    Fail(ErrorKind::kTarget, "no metadata key \"" + key +
-                                 "\"; pass targets= with keys every record carries");
+    Fail(ErrorKind::kTarget,
+         "no metadata key \"" + key + "\"; pass targets= with keys every record carries");
   }
   TargetValue value;
   switch (found->kind) {

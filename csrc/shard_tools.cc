@@ -4,18 +4,18 @@
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cstring>
+#include <memory>
 
 #include "array_record_index.h"
 #include "codecs.h"
+#include "materialize.h"
 #include "reader_error.h"
 #include "record_decoder.h"
 #include "riegeli_chunk.h"
 #include "riegeli_hash.h"
 #include "riegeli_layout.h"
 #include "shard_file.h"
-#include "materialize.h"
 #include "simple_chunk.h"
 
 namespace sdsl {
@@ -140,35 +140,36 @@ void ForEachRecordChunk(const std::string& path, const std::vector<uint64_t>& re
 std::vector<ChunkPayload> ChunkPayloads(const std::string& path,
                                         const std::vector<uint64_t>& records) {
   std::vector<ChunkPayload> payloads;
-  ForEachRecordChunk(path, records, [&](const SimpleChunk& parsed, const Chunk&,
-                                        const std::vector<uint8_t>&) {
-    ChunkPayload payload;
-    payload.compression = CompressionName(parsed.compression);
-    payload.decoded_size = parsed.decoded_size;
-    payload.bytes.resize(static_cast<size_t>(parsed.values.total));
-    CopyFromPieces(parsed.values, 0, parsed.values.total,
-                   reinterpret_cast<uint8_t*>(payload.bytes.data()));
-    payloads.push_back(std::move(payload));
-  });
+  ForEachRecordChunk(path, records,
+                     [&](const SimpleChunk& parsed, const Chunk&, const std::vector<uint8_t>&) {
+                       ChunkPayload payload;
+                       payload.compression = CompressionName(parsed.compression);
+                       payload.decoded_size = parsed.decoded_size;
+                       payload.bytes.resize(static_cast<size_t>(parsed.values.total));
+                       CopyFromPieces(parsed.values, 0, parsed.values.total,
+                                      reinterpret_cast<uint8_t*>(payload.bytes.data()));
+                       payloads.push_back(std::move(payload));
+                     });
   return payloads;
 }
 
 std::vector<ChunkValueRanges> ValueRanges(const std::string& path,
                                           const std::vector<uint64_t>& records) {
   std::vector<ChunkValueRanges> ranges;
-  ForEachRecordChunk(path, records, [&](const SimpleChunk& parsed, const Chunk& chunk,
-                                        const std::vector<uint8_t>& bytes) {
-    ChunkValueRanges range;
-    range.path = path;
-    range.compression = CompressionName(parsed.compression);
-    range.decoded_size = parsed.decoded_size;
-    // The chunk was read from its first byte into `bytes`.
-    for (const ByteSpan& span : parsed.values.spans) {
-      range.pieces.emplace_back(chunk.begin + static_cast<uint64_t>(span.data - bytes.data()),
-                                span.size);
-    }
-    ranges.push_back(std::move(range));
-  });
+  ForEachRecordChunk(
+      path, records,
+      [&](const SimpleChunk& parsed, const Chunk& chunk, const std::vector<uint8_t>& bytes) {
+        ChunkValueRanges range;
+        range.path = path;
+        range.compression = CompressionName(parsed.compression);
+        range.decoded_size = parsed.decoded_size;
+        // The chunk was read from its first byte into `bytes`.
+        for (const ByteSpan& span : parsed.values.spans) {
+          range.pieces.emplace_back(chunk.begin + static_cast<uint64_t>(span.data - bytes.data()),
+                                    span.size);
+        }
+        ranges.push_back(std::move(range));
+      });
   return ranges;
 }
 
@@ -206,18 +207,20 @@ double BoundRead(const std::vector<ChunkValueRanges>& chunks, int repeats, bool 
         if (p > 0) {
           const uint64_t gap_begin = chunk.pieces[p - 1].first + chunk.pieces[p - 1].second;
           const uint64_t gap = chunk.pieces[p].first - gap_begin;
-          if (gap > sizeof(headers)) Fail(ErrorKind::kArgument, "value pieces are not a block header apart");
+          if (gap > sizeof(headers))
+            Fail(ErrorKind::kArgument, "value pieces are not a block header apart");
           requests.push_back(RangeRequest{file_of[i]->number(), gap_begin, gap, headers});
         }
-        requests.push_back(
-            RangeRequest{file_of[i]->number(), chunk.pieces[p].first, chunk.pieces[p].second, input + size});
+        requests.push_back(RangeRequest{file_of[i]->number(), chunk.pieces[p].first,
+                                        chunk.pieces[p].second, input + size});
         size += chunk.pieces[p].second;
       }
       file_of[i]->source().Fetch(requests.data(), requests.size());
       if (hash) sink += RiegeliHash(input, static_cast<size_t>(size));
       if (stored) continue;
-      const size_t written = ZSTD_decompressDCtx(context, row, static_cast<size_t>(chunk.decoded_size),
-                                                 scratch.data(), static_cast<size_t>(size));
+      const size_t written =
+          ZSTD_decompressDCtx(context, row, static_cast<size_t>(chunk.decoded_size), scratch.data(),
+                              static_cast<size_t>(size));
       if (ZSTD_isError(written) || written != chunk.decoded_size) {
         ZSTD_freeDCtx(context);
         Corrupt("values of a " + chunk.compression + " chunk of " + chunk.path +
@@ -256,9 +259,9 @@ double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats, s
     for (size_t i = 0; i < payloads.size(); ++i) {
       uint8_t* const row = rows.data() + (i % batch_rows) * largest;
       if (types[i] == kZstd) {
-        const size_t written = ZSTD_decompressDCtx(
-            context, row, static_cast<size_t>(payloads[i].decoded_size),
-            payloads[i].bytes.data(), payloads[i].bytes.size());
+        const size_t written =
+            ZSTD_decompressDCtx(context, row, static_cast<size_t>(payloads[i].decoded_size),
+                                payloads[i].bytes.data(), payloads[i].bytes.size());
         if (ZSTD_isError(written) || written != payloads[i].decoded_size) {
           ZSTD_freeDCtx(context);
           Corrupt("payload fails to decompress");
@@ -266,8 +269,8 @@ double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats, s
         continue;
       }
       DecompressExact(types[i], reinterpret_cast<const uint8_t*>(payloads[i].bytes.data()),
-                      payloads[i].bytes.size(), row,
-                      static_cast<size_t>(payloads[i].decoded_size), "payload");
+                      payloads[i].bytes.size(), row, static_cast<size_t>(payloads[i].decoded_size),
+                      "payload");
     }
   }
   const double seconds =

@@ -22,8 +22,8 @@ size_t VarintAt(const Pieces& pieces, uint64_t offset, uint64_t* value, const ch
 
 }  // namespace
 
-void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size,
-                      std::vector<uint8_t>* scratch, SimpleChunk* out) {
+void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size, std::vector<uint8_t>* scratch,
+                      SimpleChunk* out) {
   const ChunkHeader& header = chunk.header;
   const Pieces& data = chunk.data;
   if (header.decoded_data_size > max_decoded_size) {

@@ -64,7 +64,8 @@ class WindowStream final : public ValueStream {
       : bytes_(bytes), offset_(offset), size_(size) {}
 
   void Read(uint8_t* dst, uint64_t n) override {
-    if (n > size_ - position_) Corrupt("record values end " + std::to_string(n - (size_ - position_)) + " bytes early");
+    if (n > size_ - position_)
+      Corrupt("record values end " + std::to_string(n - (size_ - position_)) + " bytes early");
     if (n >= kSmallRead) {
       bytes_.Read(offset_ + position_, n, dst);
     } else {
@@ -107,7 +108,8 @@ uint64_t ReadRecordSizes(const ChunkBytes& bytes, const ChunkHeader& header,
   if (head[0] != kNoCompression) return 0;
   const uint8_t* cursor = head + 1;
   uint64_t sizes_size;
-  if (!ReadVarint64(&cursor, head + head_size, &sizes_size)) Corrupt("malformed record sizes length");
+  if (!ReadVarint64(&cursor, head + head_size, &sizes_size))
+    Corrupt("malformed record sizes length");
   const uint64_t sizes_begin = static_cast<uint64_t>(cursor - head);
   if (sizes_size > header.data_size - sizes_begin) Corrupt("record sizes run past the chunk");
   scratch->resize(static_cast<size_t>(sizes_size));
@@ -168,8 +170,8 @@ bool DecodeChunkWindows(const OpenShard& shard, const WantedChunk& wanted,
       !AddWithOverhead(begin, header_and_data, &data_end) || data_end > limit ||
       !CheckedAdd(begin, chunk.header.num_records, &record_end) ||
       RoundUpToPossibleChunkBoundary(record_end) > limit) {
-    Corrupt("chunk at offset " + std::to_string(begin) + " declares more data or records than fit before offset " +
-            std::to_string(limit));
+    Corrupt("chunk at offset " + std::to_string(begin) +
+            " declares more data or records than fit before offset " + std::to_string(limit));
   }
   if (!IsDecodableRecordChunk(chunk, index, wanted.chunk)) return false;
   const ChunkBytes bytes(*shard.file, begin, prefix);

@@ -10,8 +10,8 @@ import os
 from functools import partial
 
 import pytest
-
 import sds_factory
+
 from sds_loader.cli import main, progress
 from sds_loader.cli.bench import builtin
 from sds_loader.cli.bench.run import results_dir
@@ -86,4 +86,6 @@ def test_builtin_run_says_where_it_caches_and_logs_whole_lines(capsys, tmp_path,
     assert all(spec["uri"].startswith(cache) for spec in document["datasets"].values())
     said: list[str] = []
     builtin.ensure(directory=cache, progress=False, say=said.append)
-    assert len(said) == 1 and said[0].startswith("the built-in dataset (") and f"is cached in {cache}" in said[0]
+    assert (
+        len(said) == 1 and said[0].startswith("the built-in dataset (") and f"is cached in {cache}" in said[0]
+    )

@@ -11,14 +11,29 @@ from sds_loader.cli import main
 
 def test_bench_reports_rates_and_bytes_per_record(s3_dataset, tmp_path, capsys):
     uri, _ = s3_dataset
-    status = main(["bench", uri, "--batch-size", "6", "--batches", "2", "--requests-in-flight", "4",
-                   "--out", str(tmp_path)])
+    status = main(
+        [
+            "bench",
+            uri,
+            "--batch-size",
+            "6",
+            "--batches",
+            "2",
+            "--requests-in-flight",
+            "4",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0
     assert "records/s" in out and "fetched/record" in out
     result = json.loads((tmp_path / "bench-remote.json").read_text())
     assert result["batch_size"] == 6 and result["requests_in_flight"] == 4
-    rows = {row["method"].split(",")[0] + (" warm" if "warm" in row["method"] else ""): row for row in result["rows"]}
+    rows = {
+        row["method"].split(",")[0] + (" warm" if "warm" in row["method"] else ""): row
+        for row in result["rows"]
+    }
     staged, warm = rows["signal_dataset Dataset.__getitems__"], rows["BatchReader warm"]
     # 6 records of 48 in 4 shards: signal_dataset stages whole shards of 12
     # records, the native reader fetches the records (the size per record

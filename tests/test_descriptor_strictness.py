@@ -15,10 +15,16 @@ import re
 
 import pytest
 import signal_dataset as sds
+from sds_factory import assert_matches_reference, data_shards, write_dataset
+from shard_surgery import (
+    read_payloads,
+    safetensors_parts,
+    safetensors_record,
+    with_descriptor,
+    write_payloads,
+)
 
 import sds_loader
-from sds_factory import assert_matches_reference, data_shards, write_dataset
-from shard_surgery import read_payloads, safetensors_parts, safetensors_record, with_descriptor, write_payloads
 
 FIELDS = ["samples"]
 VICTIM = 1
@@ -74,7 +80,9 @@ REFUSED_DESCRIPTORS = {
         lambda d: first_axis(d).update(coordinate={"start": 0, "step": 1, "values": [1, 2]})
     ),
     "coordinate-values-wrong-length": edited(lambda d: first_axis(d).update(coordinate={"values": [1]})),
-    "coordinate-reference-unresolved": edited(lambda d: first_axis(d).update(coordinate={"reference": "nowhere"})),
+    "coordinate-reference-unresolved": edited(
+        lambda d: first_axis(d).update(coordinate={"reference": "nowhere"})
+    ),
     "shared-axis-disagrees": edited(
         lambda d: (first_axis(d).update(id="t"), samples(d)["axes"][1].update(id="t"))
     ),
@@ -96,10 +104,16 @@ ACCEPTED_DESCRIPTORS = {
     "field-metadata-zero": edited(lambda d: samples(d).update(metadata=0)),
     "scene-id-null": edited(lambda d: d.update(scene_id=None)),
     "extra-top-level-key": edited(lambda d: d.update(note="kept")),
-    "linear-coordinate": edited(lambda d: first_axis(d).update(coordinate={"start": 0, "step": 0.5, "unit": "s"})),
-    "coordinate-reference-to-field": edited(lambda d: first_axis(d).update(coordinate={"reference": "samples"})),
+    "linear-coordinate": edited(
+        lambda d: first_axis(d).update(coordinate={"start": 0, "step": 0.5, "unit": "s"})
+    ),
+    "coordinate-reference-to-field": edited(
+        lambda d: first_axis(d).update(coordinate={"reference": "samples"})
+    ),
     "shared-axis-same-coordinate": edited(
-        lambda d: [samples(d)["axes"][k].update(id=f"axis{k}", coordinate={"start": 0, "step": 1}) for k in (0, 1)]
+        lambda d: [
+            samples(d)["axes"][k].update(id=f"axis{k}", coordinate={"start": 0, "step": 1}) for k in (0, 1)
+        ]
     ),
     "empty-reference": edited(lambda d: first_axis(d).update(coordinate={"reference": ""})),
     # Raw (unescaped) UTF-8, as json.dumps(ensure_ascii=False) writes it.
@@ -121,7 +135,11 @@ def header_edit(change):
 
 
 def add_tensor(header, data, dtype="U8"):
-    header["extra"] = {"dtype": dtype, "shape": [2], "data_offsets": [len(data), len(data) + (2 if dtype == "U8" else 4)]}
+    header["extra"] = {
+        "dtype": dtype,
+        "shape": [2],
+        "data_offsets": [len(data), len(data) + (2 if dtype == "U8" else 4)],
+    }
     return header, data + b"\0" * (2 if dtype == "U8" else 4)
 
 

@@ -24,10 +24,10 @@ from functools import partial
 
 import pytest
 import signal_dataset as sds
-
-import sds_loader
 from sds_factory import capture, data_shards, record_chunks, write_dataset
 from shard_surgery import ChunkHeader, ShardImage, simple_chunk_layout
+
+import sds_loader
 
 LONG = os.environ.get("SDS_LOADER_LONG_DIFFERENTIAL") == "1"
 RECORDS = 4
@@ -45,11 +45,16 @@ LAYOUTS = [
 if LONG:
     LAYOUTS += ["group_size:4,zstd:-3", "group_size:3,snappy", "group_size:2,brotli:11,window_log:20"]
 
+
 def damages(header: ChunkHeader, payload: bytes, seed: int):
     """(name, header, payload) triples: header fields, then flipped bits."""
     yield "num_records+1", ChunkHeader(**{**header.__dict__, "num_records": header.num_records + 1}), payload
     if header.num_records > 1:
-        yield "num_records-1", ChunkHeader(**{**header.__dict__, "num_records": header.num_records - 1}), payload
+        yield (
+            "num_records-1",
+            ChunkHeader(**{**header.__dict__, "num_records": header.num_records - 1}),
+            payload,
+        )
     for delta in (-1, 1):
         changed = ChunkHeader(**{**header.__dict__, "decoded_data_size": header.decoded_data_size + delta})
         yield f"decoded_data_size{delta:+d}", changed, payload
@@ -63,7 +68,9 @@ def damages(header: ChunkHeader, payload: bytes, seed: int):
         # Uncompressed: aim at the first record's parts as well.
         values = layout.values_begin
         regions["length prefix"] = range(values, values + 8)
-        regions["safetensors header"] = range(values + 8, values + 8 + min(200, layout.values_end - values - 8))
+        regions["safetensors header"] = range(
+            values + 8, values + 8 + min(200, layout.values_end - values - 8)
+        )
     rng = random.Random(seed)
     for region, positions in regions.items():
         if LONG:

@@ -153,7 +153,9 @@ def deeply_nested_descriptor(header, data):
     descriptor = json.loads(data[begin:end])
     deep = ("[" * 50_000 + "]" * 50_000).encode()
     text = json.dumps(descriptor, separators=(",", ":")).encode()[:-1] + b',"deep":' + deep + b"}"
-    changed = _with(header, "__sds_descriptor__", shape=[len(text)], data_offsets=[tensor_end, tensor_end + len(text)])
+    changed = _with(
+        header, "__sds_descriptor__", shape=[len(text)], data_offsets=[tensor_end, tensor_end + len(text)]
+    )
     return pack(changed, data[:tensor_end] + text)
 
 

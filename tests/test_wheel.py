@@ -23,12 +23,20 @@ import textwrap
 import zipfile
 
 import pytest
-
 import sds_factory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: What a manylinux extension may load from the system (the rest must be inside it).
-RUNTIMES = ("libc.so", "libm.so", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libdl.so", "librt.so", "ld-linux")
+RUNTIMES = (
+    "libc.so",
+    "libm.so",
+    "libstdc++.so",
+    "libgcc_s.so",
+    "libpthread.so",
+    "libdl.so",
+    "librt.so",
+    "ld-linux",
+)
 
 pytestmark = pytest.mark.wheel
 
@@ -38,7 +46,10 @@ def wheel(tmp_path_factory) -> str:
     dist = tmp_path_factory.mktemp("dist")
     done = subprocess.run(
         ["bash", os.path.join(REPO, "scripts", "build_wheel.sh"), os.fspath(dist)],
-        env=dict(os.environ, PYTHON=sys.executable), capture_output=True, text=True, timeout=900,
+        env=dict(os.environ, PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     [built] = glob.glob(os.path.join(dist, "sds_loader-*.whl"))
@@ -99,7 +110,9 @@ def test_the_wheel_installs_into_a_fresh_environment_and_reads(wheel, tmp_path):
     )
     site = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
     visible = [path for path in sys.path if path in ours or path.endswith(("site-packages", "dist-packages"))]

@@ -23,13 +23,13 @@ import traceback
 
 import numpy as np
 import pytest
-import signal_dataset as sds
-
 import sds_factory
-import sds_loader
-from sds_loader import _native
+import signal_dataset as sds
 from native_batches import native_read, open_native
 from sds_factory import assert_matches_reference, write_dataset
+
+import sds_loader
+from sds_loader import _native
 
 HANG_SECONDS = 30
 
@@ -100,8 +100,9 @@ def test_a_forked_child_makes_its_own_threads(root):
 
     assert in_child(child) == 0
     # The parent's threads were not disturbed by the fork.
-    assert_matches_reference(root, native_read(native, table, ordinals, threads=3), ordinals,
-                             ["samples"], ["label"])
+    assert_matches_reference(
+        root, native_read(native, table, ordinals, threads=3), ordinals, ["samples"], ["label"]
+    )
 
 
 def test_a_fork_while_a_footer_is_fetched_does_not_block_the_child(root):
@@ -198,8 +199,7 @@ def test_threads_the_system_refuses_mean_fewer_workers(root):
         print("ok", native.worker_threads)
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("ok"), done.stdout
 
@@ -207,11 +207,13 @@ def test_threads_the_system_refuses_mean_fewer_workers(root):
 def test_scratch_kept_between_reads_is_bounded(tmp_path):
     """After a batch of large records, idle scratch keeps no buffer of a
     record's size, and little in all, however many threads read it."""
+
     def large(ordinal: int) -> sds.Record:
         rng = np.random.default_rng(ordinal)
         data = rng.integers(0, 255, size=(12 << 20,), dtype=np.uint8)
-        return sds.Record(id=f"large-{ordinal}", fields={"blob": sds_factory.field(data)},
-                          metadata={"label": ordinal})
+        return sds.Record(
+            id=f"large-{ordinal}", fields={"blob": sds_factory.field(data)}, metadata={"label": ordinal}
+        )
 
     root = str(tmp_path / "large")
     write_dataset(root, 6, large, records_per_shard=3, writer_options="group_size:1,uncompressed")
@@ -274,11 +276,13 @@ def test_a_small_warm_batch_wakes_no_helper(tmp_path):
     native, table = open_native(root)
     native.work_per_helper = _native.ShardSet([], True, 1).work_per_helper
     assert native.work_per_helper == 512 << 10
-    assert_matches_reference(root, native_read(native, table, ordinals, threads=2), ordinals,
-                             ["samples"], ["label"])
+    assert_matches_reference(
+        root, native_read(native, table, ordinals, threads=2), ordinals, ["samples"], ["label"]
+    )
     assert native.worker_threads == 0
     # Past the threshold the same batch does wake one.
     native.work_per_helper = 1
-    assert_matches_reference(root, native_read(native, table, ordinals, threads=2), ordinals,
-                             ["samples"], ["label"])
+    assert_matches_reference(
+        root, native_read(native, table, ordinals, threads=2), ordinals, ["samples"], ["label"]
+    )
     assert native.worker_threads == 1

@@ -24,7 +24,6 @@ from sds_loader.schema import FieldSpec, Schema, TargetSpec, target_kind
 from sds_loader.stores import for_root, portable
 from sds_loader.windows import Window, crop_starts, length_key, normalize_starts
 
-
 #: More threads than this are never started for one read (the native side takes a C int).
 _MAX_THREADS = 1 << 10
 
@@ -191,9 +190,13 @@ class BatchReader:
         self._verify = bool(verify_checksums)
         self._max_open_files = max_open_files
         if requests_in_flight is not None and (
-            isinstance(requests_in_flight, bool) or not isinstance(requests_in_flight, int) or requests_in_flight < 1
+            isinstance(requests_in_flight, bool)
+            or not isinstance(requests_in_flight, int)
+            or requests_in_flight < 1
         ):
-            raise ValueError(f"requests_in_flight must be a positive integer or None, not {requests_in_flight!r}")
+            raise ValueError(
+                f"requests_in_flight must be a positive integer or None, not {requests_in_flight!r}"
+            )
         self._requests_in_flight = requests_in_flight
         self._object_store = object_store
         self._schema: Schema | None = None
@@ -233,7 +236,11 @@ class BatchReader:
                 state = self._state
                 if state is None or state.pid != os.getpid():
                     state = _ProcessState(
-                        self._uri, self._object_store, self._verify, self._max_open_files, self._requests_in_flight
+                        self._uri,
+                        self._object_store,
+                        self._verify,
+                        self._max_open_files,
+                        self._requests_in_flight,
                     )
                     self._state = state
         return state
@@ -369,8 +376,7 @@ class BatchReader:
         if schema is None:
             if len(self) == 0:
                 raise ValueError(
-                    f"dataset {self._uri} holds no records, so a batch of it has no fields "
-                    "to return"
+                    f"dataset {self._uri} holds no records, so a batch of it has no fields to return"
                 )
             state = self._process()
             if ordinals.size and state.table is not None:
@@ -516,7 +522,13 @@ class BatchReader:
         files, locals_ = state.table.locate(ordinals)
         field_args = []
         for spec in schema.fields:
-            args: tuple = (spec.name, spec.tensor, spec.dtype_name, arrays[spec.name].shape[1:], arrays[spec.name])
+            args: tuple = (
+                spec.name,
+                spec.tensor,
+                spec.dtype_name,
+                arrays[spec.name].shape[1:],
+                arrays[spec.name],
+            )
             if spec.window_axis is not None:
                 args += (spec.window_axis, arrays.get(length_key(spec.name)))
             field_args.append(args)
@@ -525,16 +537,26 @@ class BatchReader:
         before = state.fetched()
         try:
             needs_fallback = state.native.read(
-                files, locals_, ordinals, field_args, target_args, min(self._threads, _MAX_THREADS),
-                starts, pad,
+                files,
+                locals_,
+                ordinals,
+                field_args,
+                target_args,
+                min(self._threads, _MAX_THREADS),
+                starts,
+                pad,
             )
         finally:
             self._count_fetches(state, before)
         positions = np.flatnonzero(needs_fallback)
         if positions.size:
             state.fallback.fill(
-                ordinals[positions], positions, schema, arrays,
-                None if starts is None else starts[positions], pad,
+                ordinals[positions],
+                positions,
+                schema,
+                arrays,
+                None if starts is None else starts[positions],
+                pad,
             )
         self.stats.fallback_records += int(positions.size)
         self.stats.native_records += int(ordinals.size - positions.size)

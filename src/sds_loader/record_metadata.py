@@ -94,7 +94,9 @@ class MetadataSource:
         """Each record's length along `axis`: the longest among `fields` (all when None)
         that carry it. A record where none carries it raises ValueError."""
         out = np.empty(len(ordinals), dtype=np.int64)
-        for k, (ordinal, layout) in enumerate(zip(np.asarray(ordinals).tolist(), self.read(ordinals), strict=True)):
+        for k, (ordinal, layout) in enumerate(
+            zip(np.asarray(ordinals).tolist(), self.read(ordinals), strict=True)
+        ):
             length = axis_length(layout, axis, fields)
             if length is None:
                 raise ValueError(

@@ -97,8 +97,7 @@ def raise_missing(key: str, ordinal: int, available: object = None) -> None:
 
     hint = f" (its metadata has {sorted(available)})" if available is not None else ""
     raise TargetError(
-        f"record {ordinal} has no metadata key {key!r}{hint}; pass targets= with keys "
-        "every record carries"
+        f"record {ordinal} has no metadata key {key!r}{hint}; pass targets= with keys every record carries"
     )
 
 

@@ -39,7 +39,7 @@ from sds_loader.outputs import Allocator
 PAGE_SIZE = mmap.PAGESIZE
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def torch_dtype(dtype: np.dtype) -> _torch.dtype:
     """The torch dtype that `torch.from_numpy` gives an array of `dtype`."""
     return _torch.from_numpy(np.empty(0, dtype=dtype)).dtype

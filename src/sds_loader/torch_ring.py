@@ -321,4 +321,3 @@ def _release(token: int, refs: list, pending: list, owner: int) -> None:
         mapped.header[_LENT] = 0
     if not _alive(mapped.worker):
         registry.blocks.pop(token, None)
-

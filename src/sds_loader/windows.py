@@ -138,7 +138,9 @@ def _mix(value):  # type: ignore[no-untyped-def]
         return value ^ (value >> np.uint64(31))
 
 
-def cut(data: np.ndarray, axis: int, start: int, length: int, pad: bool, *, ordinal: int, field: str) -> tuple[np.ndarray, int]:
+def cut(
+    data: np.ndarray, axis: int, start: int, length: int, pad: bool, *, ordinal: int, field: str
+) -> tuple[np.ndarray, int]:
     """`data`'s window along `axis` (zero-padded to `length`), and how many positions are valid."""
     total = data.shape[axis]
     if start < 0 or start >= total:

@@ -30,8 +30,13 @@ def run(
 ) -> int:
     with progress(records, f"writing {path}", enabled=show_progress) as bar:
         dataset = synthetic.write_captures(
-            path, records, length, seed, variable_length=variable_length,
-            writer_options=writer_options, on_record=lambda: bar.update(1),
+            path,
+            records,
+            length,
+            seed,
+            variable_length=variable_length,
+            writer_options=writer_options,
+            on_record=lambda: bar.update(1),
         )
     samples = f"{length // 2} to {length}" if variable_length else f"{length}"
     levels = ", ".join(f"{level:g}" for level in synthetic.SNR_LEVELS_DB)

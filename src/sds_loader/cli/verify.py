@@ -132,7 +132,9 @@ def verify(path: str, *, progress: bool = True) -> Report:
     verify_data = native_tools.function("verify_shard")
     dataset = open_dataset(path)
     work = [(shard, verify_data, "data") for shard in shard_files(dataset)]
-    work += [(shard, verify_metadata.verify_shard, "metadata") for shard in shard_files(dataset, metadata=True)]
+    work += [
+        (shard, verify_metadata.verify_shard, "metadata") for shard in shard_files(dataset, metadata=True)
+    ]
     total = 0
     for shard, _, _ in work:
         try:
@@ -161,7 +163,9 @@ def render(report: Report) -> str:
     lines = [f"CORRUPT: {len(corrupt)} of {checked}"]
     root = report.root.removeprefix("file://")
     for shard in corrupt:
-        lines.append(f"{shard.kind} shard {os.path.relpath(shard.path, root)}: {len(shard.problems)} problem(s)")
+        lines.append(
+            f"{shard.kind} shard {os.path.relpath(shard.path, root)}: {len(shard.problems)} problem(s)"
+        )
         for problem in shard.problems[:SHOWN_PER_SHARD]:
             lines.append("  " + _describe(problem))
         if len(shard.problems) > SHOWN_PER_SHARD:

@@ -80,8 +80,7 @@ def default_replicas(num_replicas: int | None, rank: int | None) -> tuple[int, i
         raise ValueError("num_replicas must be at least 1")
     if rank >= num_replicas:
         raise ValueError(
-            f"rank {rank} is out of range for {num_replicas} replicas; ranks run from 0 to "
-            f"{num_replicas - 1}"
+            f"rank {rank} is out of range for {num_replicas} replicas; ranks run from 0 to {num_replicas - 1}"
         )
     return num_replicas, rank
 

@@ -68,7 +68,9 @@ def record_count(override: int | None = None) -> int:
         try:
             override = int(os.environ[RECORDS_ENV])
         except ValueError:
-            raise ValueError(f"${RECORDS_ENV} must be a whole number, not {os.environ[RECORDS_ENV]!r}") from None
+            raise ValueError(
+                f"${RECORDS_ENV} must be a whole number, not {os.environ[RECORDS_ENV]!r}"
+            ) from None
     count = RECORDS if override is None else override
     if count < 1:
         raise ValueError(f"the built-in dataset needs at least one record, not {count}")
@@ -79,7 +81,7 @@ def capture(ordinal: int) -> sds.Record:
     """Record `ordinal`: seeded complex Gaussian noise, which compresses as real captures do (barely)."""
     rng = np.random.default_rng(ordinal)
     shape = (CHANNELS, SAMPLES)
-    data = (rng.standard_normal(shape, dtype=np.float32) + 1j * rng.standard_normal(shape, dtype=np.float32))
+    data = rng.standard_normal(shape, dtype=np.float32) + 1j * rng.standard_normal(shape, dtype=np.float32)
     axes = (sds.Axis("channel", CHANNELS), sds.Axis("time", SAMPLES))
     return sds.Record(
         id=f"capture-{ordinal:06d}",
@@ -100,7 +102,9 @@ def _root(directory: str, variant: str, count: int) -> str:
 
 
 def _disk_bytes(root: str) -> int:
-    return sum(os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(root) for name in names)
+    return sum(
+        os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(root) for name in names
+    )
 
 
 def _is_complete(root: str, count: int) -> bool:
@@ -120,14 +124,19 @@ def _write(root: str, count: int, writer_options: str | None, bar: Progress) -> 
             bar.update(1)
 
     shards = [
-        sds.write_shard(records(start, min(start + per_shard, count)), root, work_id=f"{n:06d}", options=storage)
+        sds.write_shard(
+            records(start, min(start + per_shard, count)), root, work_id=f"{n:06d}", options=storage
+        )
         for n, start in enumerate(range(0, count, per_shard))
     ]
     sds.publish(root, shards, dataset_id="sds-loader-bench", snapshot_id="v1")
 
 
 def ensure(
-    records: int | None = None, *, progress: bool = True, directory: str | None = None,
+    records: int | None = None,
+    *,
+    progress: bool = True,
+    directory: str | None = None,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
 ) -> dict[str, str]:
     """The built-in dataset's variants (name -> root), writing any not yet cached.
@@ -149,7 +158,9 @@ def ensure(
         f"to {directory}, once ({how})"
     )
     os.makedirs(directory, exist_ok=True)
-    with progress_bar(count * len(missing), f"writing the built-in dataset to {directory}", enabled=progress) as bar:
+    with progress_bar(
+        count * len(missing), f"writing the built-in dataset to {directory}", enabled=progress
+    ) as bar:
         for variant in missing:
             root = roots[variant]
             building = f"{root}.building-{os.getpid()}"

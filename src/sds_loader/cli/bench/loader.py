@@ -106,7 +106,13 @@ def _epochs(loader, epochs: int) -> tuple[int, int, float, float]:
 
 
 def _loader(
-    plan: Plan, batch_size: int, *, workers: int, sampler=None, seed: int = 0, worker_blocks: int | None = None
+    plan: Plan,
+    batch_size: int,
+    *,
+    workers: int,
+    sampler=None,
+    seed: int = 0,
+    worker_blocks: int | None = None,
 ):
     import torch
     from torch.utils.data import DataLoader
@@ -145,21 +151,34 @@ def _decode_cpu_per_batch(plan: Plan, batch_size: int) -> float:
     return (time.process_time() - started) / len(batches)
 
 
-def workers_rows(plan: Plan, batch_size: int, *, epochs: int = EPOCHS, repeats: int = REPEATS) -> list[LoaderRow]:
+def workers_rows(
+    plan: Plan, batch_size: int, *, epochs: int = EPOCHS, repeats: int = REPEATS
+) -> list[LoaderRow]:
     """0 workers, 2 workers with the block ring, and 2 workers with a fresh block per batch."""
     setups = {
         "w0": (0, None, "DataLoader, 0 workers"),
         "ring": (WORKERS, None, f"DataLoader, {WORKERS} workers"),
         "fresh": (WORKERS, 0, f"DataLoader, {WORKERS} workers, a fresh block per batch"),
     }
-    rates = {key: LoaderRow(plan.variant, f"loader_{key}", label, unit="rec/s") for key, (_, _, label) in setups.items()}
+    rates = {
+        key: LoaderRow(plan.variant, f"loader_{key}", label, unit="rec/s")
+        for key, (_, _, label) in setups.items()
+    }
     delivery = {
-        key: LoaderRow(plan.variant, f"delivery_{key}", f"delivery per batch: {label.removeprefix('DataLoader, ')}", unit="ms CPU")
+        key: LoaderRow(
+            plan.variant,
+            f"delivery_{key}",
+            f"delivery per batch: {label.removeprefix('DataLoader, ')}",
+            unit="ms CPU",
+        )
         for key, (_, _, label) in setups.items()
     }
     share = {
-        key: LoaderRow(plan.variant, f"share_{key}", f"{label.removeprefix('DataLoader, ')}, as % of 0 workers", unit="%")
-        for key, (_, _, label) in setups.items() if key != "w0"
+        key: LoaderRow(
+            plan.variant, f"share_{key}", f"{label.removeprefix('DataLoader, ')}, as % of 0 workers", unit="%"
+        )
+        for key, (_, _, label) in setups.items()
+        if key != "w0"
     }
     decodes = []
     spent: dict[str, list[float]] = {key: [] for key in setups}
@@ -214,15 +233,22 @@ def cold_rows(plan: Plan, batch_size: int, *, repeats: int = REPEATS, workers: i
     }
     rows = {
         "shuffle": LoaderRow(plan.variant, "cold_shuffle", "cold epoch, shuffle=True", unit="rec/s"),
-        **{key: LoaderRow(plan.variant, f"cold_{key}", f"cold epoch, {label}", unit="rec/s")
-           for key, label in labels.items()},
+        **{
+            key: LoaderRow(plan.variant, f"cold_{key}", f"cold epoch, {label}", unit="rec/s")
+            for key, label in labels.items()
+        },
         "warm": LoaderRow(plan.variant, "warm_shard_aware", "warm epoch, ShardAwareSampler", unit="rec/s"),
     }
     ratios = {
-        **{key: LoaderRow(plan.variant, f"cold_ratio_{key}", f"{label} / shuffle=True, cold", unit="x")
-           for key, label in labels.items()},
+        **{
+            key: LoaderRow(plan.variant, f"cold_ratio_{key}", f"{label} / shuffle=True, cold", unit="x")
+            for key, label in labels.items()
+        },
         "warm": LoaderRow(
-            plan.variant, "cold_bound", "bound: warm ShardAwareSampler / cold shuffle=True", unit="x",
+            plan.variant,
+            "cold_bound",
+            "bound: warm ShardAwareSampler / cold shuffle=True",
+            unit="x",
             note="decoding's pace, measured in the same repeat",
         ),
     }

@@ -182,8 +182,7 @@ class _ArrayRecord(Runner):
         for batch in batches:
             files, locals_ = self.table.locate(batch)
             self.held = [
-                self.readers[file].read(locals_[files == file].tolist())
-                for file in np.unique(files).tolist()
+                self.readers[file].read(locals_[files == file].tolist()) for file in np.unique(files).tolist()
             ]
             yield batch.size
 
@@ -208,7 +207,11 @@ class _BatchReader(Runner):
 
         targets = (plan.target,) if plan.target is not None else ()
         self.reader = BatchReader(
-            plan.uri, fields=[plan.inputs], targets=targets, threads=threads, verify_checksums=verify_checksums
+            plan.uri,
+            fields=[plan.inputs],
+            targets=targets,
+            threads=threads,
+            verify_checksums=verify_checksums,
         )
 
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:

@@ -85,7 +85,12 @@ def run(
     instructions = dataset.read_instructions(0, len(dataset))
     shard_of = {}
     for instruction in instructions:
-        shard_of.update({o: instruction.filename for o in range(instruction.first_ordinal, instruction.first_ordinal + instruction.take)})
+        shard_of.update(
+            {
+                o: instruction.filename
+                for o in range(instruction.first_ordinal, instruction.first_ordinal + instruction.take)
+            }
+        )
     shard_sizes = {name: dataset.object_store.info(name).size for name in dict.fromkeys(shard_of.values())}
     record_bytes = sum(shard_sizes.values()) / len(dataset)
     rng = np.random.default_rng(seed)
@@ -115,7 +120,11 @@ def run(
         return warm_reader.stats.fetch_requests - before[0], warm_reader.stats.fetched_bytes - before[1]
 
     methods: list[tuple[str, Callable[[np.ndarray], tuple[int | None, int]], str]] = [
-        ("signal_dataset Dataset.__getitems__", signal_dataset_batch, "stages whole shards: bytes are the shards touched"),
+        (
+            "signal_dataset Dataset.__getitems__",
+            signal_dataset_batch,
+            "stages whole shards: bytes are the shards touched",
+        ),
         ("BatchReader, cold (new reader per batch)", cold_batch, "footers included"),
         ("BatchReader, warm (footers cached)", warm_batch, ""),
     ]

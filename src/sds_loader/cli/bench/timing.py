@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from sds_loader.cli.bench.plan import Plan
 from sds_loader.cli.progress import progress as progress_bar
-
 
 #: Passes are repeated until they add up to this many seconds...
 MIN_SECONDS = 1.0
