@@ -88,10 +88,8 @@ def test_the_installed_command_has_no_traceback(tmp_path):
         [sys.executable, "-m", "sds_loader", "inspect", missing], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 2
-    assert (
-        done.stderr
-        == f"sds-loader inspect: error: {missing} does not exist; {sds_loader.dataset_root.WHAT_A_ROOT_HOLDS}\n"
-    )
+    holds = sds_loader.dataset_root.WHAT_A_ROOT_HOLDS
+    assert done.stderr == f"sds-loader inspect: error: {missing} does not exist; {holds}\n"
 
 
 # -- names, checked when the reader is made -------------------------------------

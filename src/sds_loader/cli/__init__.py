@@ -187,7 +187,9 @@ def parser() -> argparse.ArgumentParser:
     synth.add_argument(
         "--writer-options",
         metavar="OPTIONS",
-        help='ArrayRecord writer options, e.g. "group_size:1,uncompressed" (default: signal_dataset\'s, zstd)',
+        help=(
+            'ArrayRecord writer options, e.g. "group_size:1,uncompressed" (default: signal_dataset\'s, zstd)'
+        ),
     )
     synth.add_argument("--seed", type=int, default=0, help="seed of the captures (default 0)")
     synth.add_argument("--no-progress", action="store_true", help="no progress bar")

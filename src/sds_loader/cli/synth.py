@@ -41,7 +41,8 @@ def run(
     samples = f"{length // 2} to {length}" if variable_length else f"{length}"
     levels = ", ".join(f"{level:g}" for level in synthetic.SNR_LEVELS_DB)
     print(
-        f"wrote {len(dataset)} captures of {samples} complex64 samples to {path} ({size(_disk_bytes(path))} on disk):\n"
+        f"wrote {len(dataset)} captures of {samples} complex64 samples to {path} "
+        f"({size(_disk_bytes(path))} on disk):\n"
         f"  field 'samples'; metadata 'label' (0-{len(synthetic.MODULATIONS) - 1}: "
         f"{', '.join(synthetic.MODULATIONS)}), 'modulation', 'snr_db' ({levels})\n"
         f"next: sds-loader inspect {path}"

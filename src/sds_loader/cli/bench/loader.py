@@ -18,10 +18,11 @@ holds it, on each variant of the dataset:
 - **cold**: one epoch with every shard's pages dropped from the page cache
   first (``posix_fadvise(DONTNEED)``), in `ShardAwareSampler` order
   without and with readahead (two batches ahead) against ``shuffle=True``,
-  and the ratios of records/s (readahead of two batches is the default). A warm epoch of the sampler's DataLoader is decoding's pace: once
-  the disk keeps up, no cold order runs faster. On a disk that holds the dataset in its own
-  cache (a VM's virtual disk, say), "cold" is warmer than a real cold read,
-  and the ratio smaller.
+  and the ratios of records/s (readahead of two batches is the default). A
+  warm epoch of the sampler's DataLoader is decoding's pace: once the disk
+  keeps up, no cold order runs faster. On a disk that holds the dataset in
+  its own cache (a VM's virtual disk, say), "cold" is warmer than a real
+  cold read, and the ratio smaller.
 """
 
 from __future__ import annotations
@@ -216,7 +217,7 @@ def drop_pages(paths: Iterable[str]) -> None:
 
 
 def cold_rows(plan: Plan, batch_size: int, *, repeats: int = REPEATS, workers: int = 0) -> list[LoaderRow]:
-    """Cold epochs: shuffle=True, and ShardAwareSampler without and with readahead; a warm one; ratios per repeat.
+    """Cold epochs (shuffle=True, ShardAwareSampler without, with readahead), a warm one, ratios per repeat.
 
     The warm epoch (the sampler's DataLoader again, its pages now cached)
     is decoding's pace: once the disk keeps up, no cold order runs faster.

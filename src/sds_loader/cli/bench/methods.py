@@ -229,7 +229,8 @@ class _BatchReader(Runner):
             reason = self.reader.native_unavailable_reason or "records the native core declined"
             return f"signal_dataset fallback: {reason}"
         if stats.fallback_records:
-            return f"{stats.fallback_records} of {stats.fallback_records + stats.native_records} records via fallback"
+            total = stats.fallback_records + stats.native_records
+            return f"{stats.fallback_records} of {total} records via fallback"
         return ""
 
 

@@ -250,7 +250,8 @@ def readme_section(result: BenchResult) -> str:
     return (
         f"Measured {doc['date'][:10]} with `{doc['command']}` on {machine['cpu']} "
         f"({machine['cpu_count']} cores), Python {machine['python']}, "
-        f"signal-dataset {doc['versions']['signal-dataset']}, array-record {doc['versions']['array-record']}, "
+        f"signal-dataset {doc['versions']['signal-dataset']}, "
+        f"array-record {doc['versions']['array-record']}, "
         f"torch {doc['versions']['torch']}.\n\n"
         + report.legend(result.plans, doc["batch_size"]).replace("\n", "  \n")
         + "\n\n"

@@ -5,8 +5,9 @@ delivered. The warm-up batch (the first of the plan, untimed) pays for lazy
 imports, opened files and started workers, so the timed pass measures the
 steady state a training epoch sees. A pass shorter than MIN_SECONDS is run
 again, up to MAX_PASSES, and the median pass is kept: a fast method's single
-pass is a fraction of a second, which one scheduler hiccup can halve. Failures become a row that says so rather
-than ending the run: one broken method should not hide the others' numbers.
+pass is a fraction of a second, which one scheduler hiccup can halve.
+Failures become a row that says so rather than ending the run: one broken
+method should not hide the others' numbers.
 """
 
 from __future__ import annotations
