@@ -6,7 +6,7 @@ and defaults. Names that begin with an underscore here are for typing only.
 """
 
 from collections.abc import Sequence
-from typing import Protocol, TypedDict, type_check_only
+from typing import Any, Protocol, TypedDict, type_check_only
 
 import numpy as np
 import numpy.typing as npt
@@ -20,14 +20,17 @@ class _RangeSource(Protocol):
     def name(self, file: int, /) -> object: ...
     def fetch(self, requests: list[tuple[int, int, memoryview]], /) -> object: ...
 
+# A writable, C-contiguous buffer (numpy's stubs call an array a Buffer only
+# from Python 3.12 on).
+_Writable = Buffer | npt.NDArray[Any]
 # (output name, tensor key hint, SafeTensors dtype, row shape, writable buffer)
 # and, for a windowed field, (..., window axis, lengths buffer or None).
 _FieldArgs = (
-    tuple[str, str, str, tuple[int, ...], Buffer]
-    | tuple[str, str, str, tuple[int, ...], Buffer, int, Buffer | None]
+    tuple[str, str, str, tuple[int, ...], _Writable]
+    | tuple[str, str, str, tuple[int, ...], _Writable, int, _Writable | None]
 )
 # (metadata key, "i" or "f", writable buffer of 8 bytes a row)
-_TargetArgs = tuple[str, str, Buffer]
+_TargetArgs = tuple[str, str, _Writable]
 # (output name, tensor key, SafeTensors dtype, shape) of each field of a record.
 _ProbedField = tuple[str, str, str, tuple[int, ...]]
 

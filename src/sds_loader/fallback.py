@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 import signal_dataset as sds
@@ -59,7 +60,7 @@ class FallbackReader:
         self._uri = uri
         self._store = object_store
         self._pid = os.getpid()
-        self._helper: subprocess.Popen | None = None
+        self._helper: subprocess.Popen[bytes] | None = None
         self._dataset: sds.Dataset | None = None
         self._lock = threading.Lock()
 
@@ -70,7 +71,7 @@ class FallbackReader:
 
     def probe(self, ordinal: int) -> tuple[tuple[FieldSpec, ...], dict[str, object]]:
         """Every field of record `ordinal` and its metadata."""
-        return self._call("probe_record", ordinal)
+        return cast(tuple[tuple[FieldSpec, ...], dict[str, object]], self._call("probe_record", ordinal))
 
     def fill(
         self,
@@ -93,7 +94,7 @@ class FallbackReader:
 
     def record_layouts(self, ordinals: list[int]) -> list[RecordLayout]:
         """Each record's field layouts, from its metadata (no tensor is read)."""
-        return self._call("read_layouts", ordinals)
+        return cast(list[RecordLayout], self._call("read_layouts", ordinals))
 
     def close(self) -> None:
         """Stop this process's helper; the next read starts another."""
@@ -110,7 +111,7 @@ class FallbackReader:
 
     # -- internals ---------------------------------------------------------
 
-    def _call(self, name: str, *args):
+    def _call(self, name: str, *args: object) -> Any:
         if self._pid != os.getpid():
             # Inherited across a fork: the parent's helper, dataset and lock
             # are not ours. Forgotten, not closed: the parent still uses them.
@@ -125,6 +126,7 @@ class FallbackReader:
             if self._helper is None:
                 self._helper = self._start()
             helper = self._helper
+            assert helper.stdin is not None and helper.stdout is not None  # both are pipes
             try:
                 fallback_helper.send(helper.stdin, (name, args))
                 status, value = fallback_helper.receive(helper.stdout)
@@ -139,13 +141,14 @@ class FallbackReader:
             raise value
         return value
 
-    def _start(self) -> subprocess.Popen:
+    def _start(self) -> subprocess.Popen[bytes]:
         helper = subprocess.Popen(
             # -c rather than -m: the package imports this module, which runpy warns about.
             [sys.executable, "-c", "from sds_loader.fallback_helper import main; main()"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
+        assert helper.stdin is not None and helper.stdout is not None
         try:
             fallback_helper.send(helper.stdin, (self._uri, portable(self._store)))
             status, value = fallback_helper.receive(helper.stdout)
@@ -161,10 +164,11 @@ class FallbackReader:
         return helper
 
 
-def _stop(helper: subprocess.Popen) -> None:
+def _stop(helper: subprocess.Popen[bytes]) -> None:
     for stream in (helper.stdin, helper.stdout):
         try:
-            stream.close()
+            if stream is not None:
+                stream.close()
         except OSError:
             pass
     try:
@@ -237,7 +241,7 @@ def _where(dataset: sds.Dataset, ordinal: int) -> str:
     return f"shard {shard}: record {ordinal} (record {instruction.skip} of the shard)"
 
 
-def _plain(value: object) -> object:
+def _plain(value: object) -> Any:
     """Metadata as dicts and lists: signal_dataset's frozen mappings do not pickle."""
     if isinstance(value, Mapping):
         return {str(key): _plain(item) for key, item in value.items()}

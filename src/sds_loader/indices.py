@@ -54,6 +54,6 @@ def normalize(indices: Iterable[int] | np.ndarray, length: int) -> np.ndarray:
 def normalize_one(index: object, length: int) -> int:
     if isinstance(index, bool | np.bool_) or not isinstance(index, numbers.Integral):
         raise TypeError(f"index must be an integer, not {type(index).__name__}")
-    if not _INT64_MIN <= index <= _INT64_MAX:
+    if not _INT64_MIN <= int(index) <= _INT64_MAX:
         raise IndexError(f"index {int(index)} is out of range for a dataset of {length} records")
     return int(normalize(np.asarray([int(index)], dtype=np.int64), length)[0])

@@ -8,6 +8,7 @@ import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from signal_dataset import CorruptDatasetError
@@ -366,8 +367,9 @@ class BatchReader:
                 "starts= places a window, and this reader has none; make it with "
                 "window=sds_loader.Window(axis, length)"
             )
+        row_starts: np.ndarray | None = None
         if window is not None:
-            starts = (
+            row_starts = (
                 normalize_starts(starts, ordinals.size)
                 if starts is not None
                 else self._crop(ordinals, seed=0, epoch=0)
@@ -384,7 +386,7 @@ class BatchReader:
                 self._open_shards(state, state.table.locate(ordinals)[0])
             schema = self._probe(int(ordinals[0]) if ordinals.size else 0)
 
-        window_length = self._batch_window_length(ordinals, starts)
+        window_length = self._batch_window_length(ordinals, row_starts)
 
         def buffers(layout: Schema) -> dict[str, np.ndarray]:
             if window_length is not None:
@@ -397,13 +399,13 @@ class BatchReader:
         if ordinals.size == 0:
             return arrays
         try:
-            self._read_into(ordinals, schema, arrays, starts)
+            self._read_into(ordinals, schema, arrays, row_starts)
         except SchemaMismatch:
             self.stats.schema_retries += 1
             schema = self._uniform_schema(ordinals)
             arrays = buffers(schema)
             try:
-                self._read_into(ordinals, schema, arrays, starts)
+                self._read_into(ordinals, schema, arrays, row_starts)
             except SchemaMismatch as again:
                 # Every record agreed when probed one by one, yet not when read
                 # together: report it as the layout problem it is.
@@ -520,9 +522,9 @@ class BatchReader:
             return
         assert state.table is not None
         files, locals_ = state.table.locate(ordinals)
-        field_args = []
+        field_args: list[Any] = []
         for spec in schema.fields:
-            args: tuple = (
+            args: tuple[Any, ...] = (
                 spec.name,
                 spec.tensor,
                 spec.dtype_name,
@@ -532,7 +534,7 @@ class BatchReader:
             if spec.window_axis is not None:
                 args += (spec.window_axis, arrays.get(length_key(spec.name)))
             field_args.append(args)
-        target_args = [(target.key, target.kind, arrays[target.key]) for target in schema.targets]
+        target_args: list[Any] = [(target.key, target.kind, arrays[target.key]) for target in schema.targets]
         self._open_shards(state, files)
         before = state.fetched()
         try:
@@ -647,8 +649,8 @@ class BatchReader:
 
     def _uniform_schema(self, ordinals: np.ndarray) -> Schema:
         """The one layout every record of this batch shares, or MixedShapesError."""
-        layouts: dict[tuple, list[int]] = {}
-        schemas: dict[tuple, Schema] = {}
+        layouts: dict[tuple[tuple[str, str, tuple[int, ...]], ...], list[int]] = {}
+        schemas: dict[tuple[tuple[str, str, tuple[int, ...]], ...], Schema] = {}
         for ordinal in np.unique(ordinals).tolist():
             schema = self._probe(ordinal)
             key = tuple(f.layout_key() for f in schema.fields)

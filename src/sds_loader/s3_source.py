@@ -37,9 +37,10 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import signal_dataset as sds
 from signal_dataset.storage.backends.s3 import S3Options
@@ -96,6 +97,8 @@ class FetchCounters:
 
 #: Every source of this process, so that a forked child can drop what it inherited.
 _LIVE: weakref.WeakSet[S3RangeSource] = weakref.WeakSet()
+
+_T = TypeVar("_T")
 
 
 def _forget_parent_state() -> None:
@@ -168,7 +171,7 @@ class S3RangeSource:
         #: so a shard reopened after a replacement is refused, not mixed.
         self._etags: dict[int, str] = {}
         self._counters = FetchCounters()
-        self._client = None
+        self._client: Any = None  # a boto3 S3 client
         self._pool: ThreadPoolExecutor | None = None
         self._errors: tuple[type[BaseException], ...] = ()
         #: How many times close() ran; a request started before a close does not retry after it.
@@ -280,7 +283,7 @@ class S3RangeSource:
 
     # -- internals ---------------------------------------------------------
 
-    def _process(self):
+    def _process(self) -> tuple[Any, ThreadPoolExecutor]:
         """This process's (client, pool), made on first use after a fork or close."""
         client, pool = self._client, self._pool
         if client is not None and pool is not None:
@@ -330,15 +333,17 @@ class S3RangeSource:
         except RuntimeError as exc:  # the pool was shut down by close()
             for future in heads + tails:
                 future.cancel()
-            wait(heads + tails)
+            wait(heads)
+            wait(tails)
             raise sds.StorageError(f"the reader of {self._uris[files[0]]} was closed during a read") from exc
         try:
             opened = {files[0]: self._attempts(files[0], functools.partial(self._get_tail, file=files[0]))}
         finally:
             # Never leave a request running past this call.
-            wait(heads + tails)
-        for file, tail in zip(files[1:], tails, strict=True):
-            opened[file] = tail.result()  # the first failure, in the order of `files`, is raised
+            wait(heads)
+            wait(tails)
+        for file, pending in zip(files[1:], tails, strict=True):
+            opened[file] = pending.result()  # the first failure, in the order of `files`, is raised
         for file, head in zip(files, heads, strict=True):
             if opened[file].start == 0:
                 continue  # the tail holds the whole shard
@@ -379,7 +384,7 @@ class S3RangeSource:
         view[split:] = tail.data[offset + split - tail.start : end - tail.start]
         return view[:split], tail.etag
 
-    def _get_tail(self, client, *, file: int) -> _Tail:
+    def _get_tail(self, client: Any, *, file: int) -> _Tail:
         bucket, key = self._parts[file]
         response = client.get_object(Bucket=bucket, Key=key, Range=f"bytes=-{TAIL_BYTES}")
         data = _read_body(response)
@@ -389,7 +394,7 @@ class S3RangeSource:
         self._count(requests=1, fetched=len(data))
         return _Tail(size=size, etag=str(response.get("ETag", "")), start=start, data=data)
 
-    def _get_head(self, client, *, file: int) -> tuple[str, bytes]:
+    def _get_head(self, client: Any, *, file: int) -> tuple[str, bytes]:
         bucket, key = self._parts[file]
         response = client.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{HEAD_BYTES - 1}")
         data = _read_body(response)
@@ -403,7 +408,7 @@ class S3RangeSource:
         bucket, key = self._parts[file]
         end = offset + len(view)
 
-        def attempt(client) -> None:
+        def attempt(client: Any) -> None:
             extra = {"IfMatch": etag} if etag else {}
             response = client.get_object(Bucket=bucket, Key=key, Range=f"bytes={offset}-{end - 1}", **extra)
             data = _read_body(response)
@@ -415,11 +420,12 @@ class S3RangeSource:
 
         self._attempts(file, attempt)
 
-    def _attempts(self, file: int, attempt):
+    def _attempts(self, file: int, attempt: Callable[[Any], _T]) -> _T:
         """Run `attempt(client)` until it succeeds, a permanent error, or the bound."""
         uri = self._uris[file]
         attempts = self._options.max_attempts
         closes = self._closes
+        reason: str | None = None
         for number in range(attempts):
             if self._closes != closes:
                 raise sds.StorageError(f"the reader of {uri} was closed during a read")
@@ -443,11 +449,13 @@ class S3RangeSource:
 #: boto3 sessions of this process, by (profile, region). Making a client from a
 #: session that has made one before skips loading and parsing S3's service
 #: model again, which costs more than a batch of requests to a nearby store.
-_SESSIONS: dict[tuple[str | None, str | None], object] = {}
+_SESSIONS: dict[tuple[str | None, str | None], Any] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def _make_client(options: S3Options, in_flight: int, timeouts: tuple[float, float]):
+def _make_client(
+    options: S3Options, in_flight: int, timeouts: tuple[float, float]
+) -> tuple[Any, tuple[type[BaseException], ...]]:
     import boto3
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
@@ -473,15 +481,16 @@ def _make_client(options: S3Options, in_flight: int, timeouts: tuple[float, floa
     return client, (ClientError, BotoCoreError)
 
 
-def _read_body(response) -> bytes:
+def _read_body(response: Any) -> bytes:
     body = response["Body"]
     try:
-        return body.read()
+        data: bytes = body.read()
+        return data
     finally:
         body.close()
 
 
-def _content_range(response, length: int) -> tuple[int, int, int]:
+def _content_range(response: Any, length: int) -> tuple[int, int, int]:
     """(start, end, object size) of an answer; a 200 without a range is the whole object."""
     header = response.get("ContentRange")
     if not header:

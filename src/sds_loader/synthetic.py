@@ -78,7 +78,7 @@ def write_captures(
     variable_length: bool = False,
     writer_options: str | None = None,
     per_shard: int = RECORDS_PER_SHARD,
-    on_record: Callable[[], None] | None = None,
+    on_record: Callable[[], object] | None = None,
 ) -> sds.Dataset:
     """Publish `records` synthetic captures at `root`, in shards of `per_shard`.
 

@@ -45,7 +45,7 @@ def progress(
     stream = file if file is not None else sys.stderr
     if enabled and not _is_terminal(stream):
         return LineProgress(total, desc, unit="B" if in_bytes else unit, in_bytes=in_bytes, file=stream)
-    return tqdm(
+    bar: Progress = tqdm(
         total=total,
         desc=desc,
         unit="B" if in_bytes else unit,
@@ -55,6 +55,7 @@ def progress(
         file=stream,
         dynamic_ncols=True,
     )
+    return bar
 
 
 def _is_terminal(stream: IO[str]) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -75,7 +76,9 @@ class Report:
         }
 
 
-def check_shard(shard: ShardFile, verify_shard, kind: str = "data") -> ShardResult:
+def check_shard(
+    shard: ShardFile, verify_shard: Callable[[str], Sequence[Mapping[str, Any]]], kind: str = "data"
+) -> ShardResult:
     """One shard's problems; an unreadable file is one problem, not an exception."""
     try:
         file_size = os.path.getsize(shard.path)

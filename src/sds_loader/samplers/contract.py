@@ -134,7 +134,7 @@ class EpochSampler(Sampler[Item], Generic[Item]):
         """Items in one whole epoch, before partitioning (the same every epoch)."""
         raise NotImplementedError
 
-    def _epoch_items(self, rng: np.random.Generator | None) -> Sequence[Item]:
+    def _epoch_items(self, rng: np.random.Generator | None) -> Sequence[Item] | np.ndarray:
         """Every item of the epoch in order; `rng` is None when `shuffle` is off."""
         raise NotImplementedError
 
@@ -180,7 +180,8 @@ class EpochSampler(Sampler[Item], Generic[Item]):
             return []
         _, positions = rank_slice(count, self.num_replicas, self.rank, self.drop_last)
         if isinstance(items, np.ndarray):  # yield Python ints, as torch's samplers do
-            return items[np.arange(positions.start, positions.stop) % count].tolist()
+            chosen: list[Item] = items[np.arange(positions.start, positions.stop) % count].tolist()
+            return chosen
         if positions.stop <= count:
             return list(items[positions.start : positions.stop])
         return [items[position % count] for position in positions]
