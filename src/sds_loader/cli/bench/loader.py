@@ -36,10 +36,17 @@ import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from sds_loader.cli.bench.plan import Plan
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
+
+    from sds_loader.cli.bench.run import BenchConfig
+    from sds_loader.torch import SDSTorchDataset
 
 #: Epochs timed per repeat of a worker row (after one untimed epoch that
 #: starts the workers and warms the page cache).
@@ -78,17 +85,17 @@ def _cpu_seconds(pids: Iterable[int]) -> float:
 
 
 def _children() -> list[int]:
-    return [child.pid for child in multiprocessing.active_children()]
+    return [child.pid for child in multiprocessing.active_children() if child.pid is not None]
 
 
-def _dataset(plan: Plan, worker_blocks: int | None = None):
+def _dataset(plan: Plan, worker_blocks: int | None = None) -> SDSTorchDataset:
     from sds_loader.torch import SDSTorchDataset
 
-    extra = {} if worker_blocks is None else {"worker_blocks": worker_blocks}
+    extra: dict[str, Any] = {} if worker_blocks is None else {"worker_blocks": worker_blocks}
     return SDSTorchDataset(plan.uri, inputs=plan.inputs, target=plan.target, **extra)
 
 
-def _epochs(loader, epochs: int) -> tuple[int, int, float, float]:
+def _epochs(loader: Iterable[Any], epochs: int) -> tuple[int, int, float, float]:
     """(records, batches, wall seconds, CPU seconds of this process and its children)."""
     held = None
     records = batches = 0
@@ -111,10 +118,10 @@ def _loader(
     batch_size: int,
     *,
     workers: int,
-    sampler=None,
+    sampler: Any = None,
     seed: int = 0,
     worker_blocks: int | None = None,
-):
+) -> DataLoader[Any]:
     import torch
     from torch.utils.data import DataLoader
 
@@ -265,7 +272,7 @@ def cold_rows(plan: Plan, batch_size: int, *, repeats: int = REPEATS, workers: i
             loader = _loader(plan, batch_size, workers=workers, sampler=sampler, seed=repeat)
             # The kernel keeps pages a process has mapped, and a reader maps
             # the shards it reads warm: it lets go of its files first.
-            loader.dataset.reader.close()
+            cast("SDSTorchDataset", loader.dataset).reader.close()
             drop_pages(paths)
             records, _, wall, _ = _epochs(loader, 1)
             rate[name] = records / wall
@@ -283,7 +290,7 @@ def cold_rows(plan: Plan, batch_size: int, *, repeats: int = REPEATS, workers: i
     return [*rows.values(), *ratios.values()]
 
 
-def main(config) -> str:
+def main(config: BenchConfig) -> str:
     """Run every loader row for `config` (a BenchConfig); write loader.md to its --out; return the table."""
     from sds_loader.cli.bench.run import plans_for, results_dir
 

@@ -31,11 +31,15 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import signal_dataset as sds
 
 from sds_loader.cli.textfmt import rate, size, table
+
+if TYPE_CHECKING:
+    from sds_loader.reader import BatchReader
 
 HEADER = ["method", "records/s", "batch s", "requests/batch", "fetched/record", "x own size", "note"]
 RIGHT = [False, True, True, True, True, True, False]
@@ -97,7 +101,7 @@ def run(
     count = min(batch_size, len(dataset))
     plan = [np.sort(rng.choice(len(dataset), size=count, replace=False)) for _ in range(batches + 1)]
     warmup, timed = plan[0], plan[1:]
-    options = dict(fields=fields, requests_in_flight=requests_in_flight)
+    options: dict[str, Any] = dict(fields=fields, requests_in_flight=requests_in_flight)
 
     def signal_dataset_batch(ordinals: np.ndarray) -> tuple[int | None, int]:
         sds.open(uri).__getitems__(ordinals.tolist())
@@ -147,13 +151,17 @@ def run(
     for name, _, note in methods:
         middle = statistics.median(seconds[name])
         per_record = statistics.median(fetched[name]) / count
-        made = requests[name]
+        made_per_batch = requests[name]
         rows.append(
             RemoteRow(
                 method=name,
                 records_per_s=count / middle,
                 batch_seconds=middle,
-                requests_per_batch=None if made[0] is None else statistics.median(made),
+                requests_per_batch=(
+                    None
+                    if made_per_batch[0] is None
+                    else statistics.median(m for m in made_per_batch if m is not None)
+                ),
                 bytes_per_record=per_record,
                 x_own_size=per_record / record_bytes,
                 note=note,
@@ -171,7 +179,7 @@ def run(
     )
 
 
-def _require_native(reader) -> None:
+def _require_native(reader: BatchReader) -> None:
     if reader.stats.native_records == 0:
         raise ValueError(
             f"{reader.uri} is not read natively ({reader.native_unavailable_reason or 'records declined'}); "
