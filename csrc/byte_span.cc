@@ -17,8 +17,7 @@ bool VisitRange(const Pieces& pieces, uint64_t offset, uint64_t size, Visit visi
       offset -= span.size;
       continue;
     }
-    const size_t take = static_cast<size_t>(
-        span.size - offset < size ? span.size - offset : size);
+    const size_t take = static_cast<size_t>(span.size - offset < size ? span.size - offset : size);
     visit(span.data + offset, take);
     size -= take;
     offset = 0;

@@ -78,7 +78,7 @@ uint64_t PlanRoutes(const uint8_t* data, uint64_t available, uint64_t data_size,
       }
       // The header checked that the tensor lies inside the record.
       routes->push_back(RowRoute{record_begin + tensors_begin + tensor->begin, slot.row_bytes,
-                              slot.base + want.rows[0] * slot.row_bytes});
+                                 slot.base + want.rows[0] * slot.row_bytes});
     }
   }
   std::sort(routes->begin(), routes->end(),
@@ -138,8 +138,7 @@ FileWindow ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
 
 void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bool verify,
                        const WantedChunk& wanted, const BatchLayout& layout,
-                       const std::vector<std::string>& keys, WorkerScratch* scratch,
-                       Chunk* chunk) {
+                       const std::vector<std::string>& keys, WorkerScratch* scratch, Chunk* chunk) {
   if (BeginsInsideBlockHeader(begin)) {
     const FileWindow window =
         ReadFileRange(file, begin, limit, &scratch->file_bytes, &scratch->block_headers, scratch);
@@ -155,8 +154,8 @@ void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
   const uint64_t data_begin = ReadChunkFrame(head, begin, limit, chunk);
   const uint64_t data_size = chunk->header.data_size;
   const uint64_t data_end = PhysicalEnd(data_begin, data_size);
-  const uint64_t in_head =
-      std::min(data_size, LayoutWithoutBlockHeaders(data_begin, std::max(data_begin, head_end)).data_bytes);
+  const uint64_t in_head = std::min(
+      data_size, LayoutWithoutBlockHeaders(data_begin, std::max(data_begin, head_end)).data_bytes);
   uint64_t next;
   LogicalRange(head, data_begin, in_head, verify, "chunk data", &chunk->data, &next);
 
@@ -164,8 +163,8 @@ void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
   routes.clear();
   if (chunk->header.type == kSimpleChunk && in_head > 0) {
     const uint64_t needed =
-        PlanRoutes(chunk->data.spans[0].data, in_head, data_size, chunk->header.num_records,
-                   wanted, layout, keys, &scratch->record_scratch, &routes);
+        PlanRoutes(chunk->data.spans[0].data, in_head, data_size, chunk->header.num_records, wanted,
+                   layout, keys, &scratch->record_scratch, &routes);
     // Next time, read as far as this chunk's records' headers reached.
     const uint64_t reach = routes.empty() ? needed : std::min(needed, routes.front().begin);
     if (reach > 0) {

@@ -39,8 +39,7 @@ constexpr uint64_t kStraightMinBytes = 32 << 10;
 // that is compressed or not laid out as expected is read whole into scratch.
 void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bool verify,
                        const WantedChunk& wanted, const BatchLayout& layout,
-                       const std::vector<std::string>& keys, WorkerScratch* scratch,
-                       Chunk* chunk);
+                       const std::vector<std::string>& keys, WorkerScratch* scratch, Chunk* chunk);
 
 }  // namespace sdsl
 

@@ -74,7 +74,7 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
     if (!fetch.fetched) continue;
     fetch.split = work.split_block_headers && !BeginsInsideBlockHeader(run.begin);
     fetch.layout = fetch.split ? LayoutWithoutBlockHeaders(run.begin, run.end)
-                             : StrippedLayout{RunBytes(run), 0};
+                               : StrippedLayout{RunBytes(run), 0};
     data_bytes += fetch.layout.data_bytes;
     header_bytes += fetch.layout.header_bytes;
   }

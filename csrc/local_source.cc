@@ -87,7 +87,8 @@ struct LocalSource::OpenFile {
   void ReadContiguous(const RangeRequest* requests, size_t count, bool mapped) const {
     uint64_t total = 0;
     for (size_t k = 0; k < count; ++k) total += requests[k].size;
-    if (mapped && map != nullptr && requests[0].offset <= size && total <= size - requests[0].offset) {
+    if (mapped && map != nullptr && requests[0].offset <= size &&
+        total <= size - requests[0].offset) {
       if (!CopyFromMapping(map + requests[0].offset, total, requests, count)) {
         Corrupt("shard " + path + " shrank while it was being read: bytes from offset " +
                 std::to_string(requests[0].offset) + " to " +
@@ -109,8 +110,8 @@ struct LocalSource::OpenFile {
       if (got < 0) {
         if (errno == EINTR) continue;
         const int error = errno;
-        throw ReaderError(ErrorKind::kIo,
-                          "cannot read shard " + path + ": " + std::strerror(error), error);
+        throw ReaderError(ErrorKind::kIo, "cannot read shard " + path + ": " + std::strerror(error),
+                          error);
       }
       if (got == 0) Corrupt("shard ended early while reading at offset " + std::to_string(offset));
       offset += static_cast<uint64_t>(got);

@@ -19,8 +19,7 @@ namespace sdsl {
 constexpr uint64_t kMaxMaterializedBytes = uint64_t{2} << 30;
 
 // Decodes the values of `parsed` as one in-memory buffer in scratch->values.
-void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch,
-                       const uint8_t** values);
+void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const uint8_t** values);
 
 // zstd chunks up to this many decoded bytes are decoded in one shot into
 // scratch; larger ones stream, so that memory stays bounded.

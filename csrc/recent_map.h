@@ -67,7 +67,7 @@ class RecentMap {
   }
 
   const size_t capacity_;
-  std::mutex mutex_;  // never held across a system call
+  std::mutex mutex_;           // never held across a system call
   std::list<size_t> recency_;  // most recent first
   std::unordered_map<size_t, std::pair<std::shared_ptr<const Value>, std::list<size_t>::iterator>>
       entries_;

@@ -18,8 +18,7 @@ namespace sdsl {
 // does not decode. Throws a corrupt error naming the shard and the record.
 std::vector<std::optional<std::string>> ReadRecordBytes(ShardSet& set, bool verify,
                                                         const int64_t* files,
-                                                        const int64_t* shard_records,
-                                                        size_t count);
+                                                        const int64_t* shard_records, size_t count);
 
 }  // namespace sdsl
 

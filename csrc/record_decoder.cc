@@ -37,7 +37,8 @@ void ParseHeaderOnce(const uint8_t* header, uint64_t header_size, uint64_t data_
     return;
   }
   for (ParsedHeader& earlier : scratch->earlier_headers) {
-    if (!earlier.valid || !Matches(earlier.from, earlier.data_size, header, header_size, data_size)) {
+    if (!earlier.valid ||
+        !Matches(earlier.from, earlier.data_size, header, header_size, data_size)) {
       continue;
     }
     // Swapped, so the displaced current header stays at hand in its place.
@@ -69,7 +70,8 @@ void ParseHeaderOnce(const uint8_t* header, uint64_t header_size, uint64_t data_
 // Reads the 8-byte length and the header it announces; returns the size of
 // the tensor data that follows.
 uint64_t ReadHeader(ValueStream& stream, uint64_t record_size, RecordScratch* scratch) {
-  if (record_size < 8) Corrupt("record of " + std::to_string(record_size) + " bytes has no SafeTensors header");
+  if (record_size < 8)
+    Corrupt("record of " + std::to_string(record_size) + " bytes has no SafeTensors header");
   uint8_t length_bytes[8];
   stream.Read(length_bytes, 8);
   const uint64_t header_size = LoadLE64(length_bytes);
@@ -102,10 +104,10 @@ uint64_t DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayo
   for (size_t f = 0; f < layout.fields.size(); ++f) {
     const FieldSlot& slot = layout.fields[f];
     const TensorEntry* tensor = parsed.Find(keys[f]);
-    const bool fits = tensor != nullptr && tensor->dtype == slot.dtype &&
-                      (slot.window_axis < 0 ? tensor->shape == slot.shape
-                                            : ShapeFitsWindow(slot.shape, slot.window_axis,
-                                                              tensor->shape));
+    const bool fits =
+        tensor != nullptr && tensor->dtype == slot.dtype &&
+        (slot.window_axis < 0 ? tensor->shape == slot.shape
+                              : ShapeFitsWindow(slot.shape, slot.window_axis, tensor->shape));
     if (!fits) {
       if (hinted) throw KeyHintMiss{};
       const std::string found =

@@ -10,8 +10,8 @@
 
 namespace sdsl {
 
-RecordProbe ProbeRecord(const OpenShard& shard, uint64_t shard_record, int64_t ordinal,
-                        bool verify, ScratchPool* pool) {
+RecordProbe ProbeRecord(const OpenShard& shard, uint64_t shard_record, int64_t ordinal, bool verify,
+                        ScratchPool* pool) {
   RecordProbe probe;
   const ShardIndex& index = shard.index;
   if (index.transposed_footer) {

@@ -46,8 +46,8 @@ void ReadChunk(const FileWindow& window, uint64_t begin, uint64_t limit, bool ve
     return BlockHeaderAt(window, block);
   });
   uint64_t next;
-  LogicalRange(window, data_begin, chunk->header.data_size, verify_data, "chunk data",
-               &chunk->data, &next);
+  LogicalRange(window, data_begin, chunk->header.data_size, verify_data, "chunk data", &chunk->data,
+               &next);
   if (verify_data) CheckChunkDataHash(*chunk);
 }
 

@@ -30,8 +30,8 @@ uint64_t RiegeliHash(const Pieces& pieces) {
         highwayhash::StringView{reinterpret_cast<const char*>(span.data), span.size});
   }
   highwayhash::HHResult64 result = 0;
-  highwayhash::InstructionSets::Run<highwayhash::HighwayHashCat>(
-      kRiegeliKey, fragments.data(), fragments.size(), &result);
+  highwayhash::InstructionSets::Run<highwayhash::HighwayHashCat>(kRiegeliKey, fragments.data(),
+                                                                 fragments.size(), &result);
   return result;
 }
 

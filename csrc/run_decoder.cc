@@ -42,10 +42,10 @@ void RethrowForRecord(const Run& run, const WantedRecord& record, const int64_t*
       error.kind() == ErrorKind::kIndex) {
     throw ReaderError(error.kind(), "record " + std::to_string(ordinal) + ": " + error.what());
   }
-  throw ReaderError(error.kind(),
-                    RecordContext(run.shard->file->path(), ordinal, record.shard_record) + ": " +
-                        error.what(),
-                    error.os_error());
+  throw ReaderError(
+      error.kind(),
+      RecordContext(run.shard->file->path(), ordinal, record.shard_record) + ": " + error.what(),
+      error.os_error());
 }
 
 void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,
@@ -108,11 +108,10 @@ void DecodeWholeChunk(const Chunk& chunk, const ShardIndex& index, const WantedC
   ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
   scratch->straight_to_rows =
       parsed.compression == kNoCompression && parsed.decoded_size >= kStraightMinBytes;
-  const ChunkRecords records{parsed.offsets, parsed.sizes,
-                             [&] { return OpenValueStream(parsed, &decoded, scratch); },
-                             // A window from a zstd chunk need not decompress past its end.
-                             layout.window.active() && layout.targets.empty() &&
-                                 parsed.compression == kZstd};
+  const ChunkRecords records{
+      parsed.offsets, parsed.sizes, [&] { return OpenValueStream(parsed, &decoded, scratch); },
+      // A window from a zstd chunk need not decompress past its end.
+      layout.window.active() && layout.targets.empty() && parsed.compression == kZstd};
   DecodeChunkRecords(wanted, records, layout, keys, scratch, current);
 }
 

@@ -28,7 +28,7 @@ bool AsU64(const json& value, uint64_t* out) {
 // numpy, and so signal_dataset, cannot load them.
 uint64_t DtypeItemSize(const std::string& dtype) {
   static const std::pair<const char*, uint64_t> kSizes[] = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"U16", 2}, {"I16", 2}, {"F16", 2},  {"U32", 4},
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"U16", 2}, {"I16", 2}, {"F16", 2}, {"U32", 4},
       {"I32", 4},  {"F32", 4}, {"U64", 8}, {"I64", 8}, {"F64", 8}, {"C64", 8},
   };
   for (const auto& [name, size] : kSizes) {

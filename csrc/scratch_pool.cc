@@ -15,9 +15,9 @@ template <typename Visit>
 void ForEachBuffer(WorkerScratch& scratch, Visit visit) {
   RecordScratch& record = scratch.record_scratch;
   for (std::vector<uint8_t>* buffer :
-       {&scratch.file_bytes, &scratch.run_block_headers, &scratch.window_bytes, &scratch.sizes, &scratch.values, &scratch.gathered,
-        &scratch.discard, &scratch.record, &record.header, &record.parsed_from,
-        &record.descriptor}) {
+       {&scratch.file_bytes, &scratch.run_block_headers, &scratch.window_bytes, &scratch.sizes,
+        &scratch.values, &scratch.gathered, &scratch.discard, &scratch.record, &record.header,
+        &record.parsed_from, &record.descriptor}) {
     visit(*buffer);
   }
 }

@@ -16,12 +16,11 @@ ShardSet::ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums)
     : source_(std::move(source)), verify_(verify_checksums), shards_(*source_) {}
 
 void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
-                    size_t count, const BatchLayout& layout, int threads,
-                    uint8_t* needs_fallback) {
+                    size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback) {
   std::memset(needs_fallback, 0, count);
-  const BatchPlan plan = PlanBatch(files, shard_records, ordinals, count,
-                                   [this](size_t file) { return shards_.Open(file); },
-                                   layout.window.starts);
+  const BatchPlan plan = PlanBatch(
+      files, shard_records, ordinals, count, [this](size_t file) { return shards_.Open(file); },
+      layout.window.starts);
   for (size_t row : plan.unsupported_rows) needs_fallback[row] = 1;
   RunWork work;
   work.decode = [&](const Run& run, const FileWindow* window, WorkerScratch* scratch) {

@@ -12,9 +12,9 @@
 namespace sdsl {
 
 struct RangeRequest {
-  size_t file = 0;       // the shard's number in the dataset
-  uint64_t offset = 0;   // where in the shard the range begins
-  uint64_t size = 0;     // bytes to fill at dst, exactly
+  size_t file = 0;      // the shard's number in the dataset
+  uint64_t offset = 0;  // where in the shard the range begins
+  uint64_t size = 0;    // bytes to fill at dst, exactly
   uint8_t* dst = nullptr;
 };
 

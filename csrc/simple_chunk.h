@@ -23,8 +23,8 @@ struct SimpleChunk {
 // `max_decoded_size` bounds what the chunk may claim to decode to; a chunk
 // claiming more is refused before anything is allocated for it.
 // `scratch` holds the decompressed sizes while parsing.
-void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size,
-                      std::vector<uint8_t>* scratch, SimpleChunk* out);
+void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size, std::vector<uint8_t>* scratch,
+                      SimpleChunk* out);
 
 // The parts of ParseSimpleChunk for readers that hold only some of a
 // chunk's data (reading a window, or routing tensors into rows).

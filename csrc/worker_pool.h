@@ -48,7 +48,7 @@ class WorkerPool : public ForkGuarded {
     bool open = true;
   };
   struct State {
-    mutable std::mutex mutex;  // guards the rest; never held while a task runs
+    mutable std::mutex mutex;      // guards the rest; never held while a task runs
     std::condition_variable wake;  // a job wants helpers, or stopping
     std::condition_variable done;  // a helper left a job
     std::deque<Job*> jobs;

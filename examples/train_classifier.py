@@ -63,8 +63,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=4096, help="captures to write (default 4096)")
     parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--root", help="dataset directory; written if it holds no dataset yet "
-                        "(default: a temporary directory)")
+    parser.add_argument(
+        "--root",
+        help="dataset directory; written if it holds no dataset yet (default: a temporary directory)",
+    )
     parser.add_argument("--num-workers", type=int, default=0, help="DataLoader workers")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--length", type=int, default=256, help="samples per capture")

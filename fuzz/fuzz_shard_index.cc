@@ -26,8 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
   if (ftruncate(fd, 0) != 0) std::abort();
   size_t written = 0;
   while (written < file.size()) {
-    const ssize_t n = pwrite(fd, file.data() + written, file.size() - written,
-                             static_cast<off_t>(written));
+    const ssize_t n =
+        pwrite(fd, file.data() + written, file.size() - written, static_cast<off_t>(written));
     if (n <= 0) std::abort();
     written += static_cast<size_t>(n);
   }

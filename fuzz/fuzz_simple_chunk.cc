@@ -12,9 +12,9 @@
 
 #include "byte_io.h"
 #include "codecs.h"
+#include "materialize.h"
 #include "reader_error.h"
 #include "riegeli_chunk.h"
-#include "materialize.h"
 #include "simple_chunk.h"
 #include "value_stream.h"
 
@@ -54,8 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
       stream = std::make_unique<sdsl::PiecesStream>(parsed.values);
     } else if (parsed.compression == sdsl::kZstd &&
                sdsl::ZstdFrameStreams(parsed.values, parsed.decoded_size)) {
-      stream = std::make_unique<sdsl::ZstdStream>(scratch->zstd, parsed.values,
-                                                  parsed.decoded_size, &scratch->discard);
+      stream = std::make_unique<sdsl::ZstdStream>(scratch->zstd, parsed.values, parsed.decoded_size,
+                                                  &scratch->discard);
     } else {
       sdsl::MaterializeValues(parsed, scratch, &materialized);
       decoded_pieces.Append(materialized, static_cast<size_t>(parsed.decoded_size));

@@ -21,8 +21,9 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 # The C++ core links these (zstd and snappy are vendored); python3-dev and
 # python3-venv let the system Python build the extension and make .venv;
-# clang and its runtime build the fuzz targets.
-APT_PACKAGES="build-essential cmake pkg-config libbrotli-dev libhighwayhash-dev nlohmann-json3-dev rapidjson-dev python3-dev python3-venv clang-14 libclang-rt-14-dev"
+# clang and its runtime build the fuzz targets; clang-format-14 checks the
+# C++ style (scripts/check.sh).
+APT_PACKAGES="build-essential cmake pkg-config libbrotli-dev libhighwayhash-dev nlohmann-json3-dev rapidjson-dev python3-dev python3-venv clang-14 libclang-rt-14-dev clang-format-14"
 missing=""
 for package in $APT_PACKAGES; do
     dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"
@@ -49,11 +50,11 @@ else
 fi
 
 # torch 2.13.0's CPU build: an unpinned torch would pull a multi-GB CUDA build.
-"$PY" -m pip install -q "torch==2.13.0" "numpy<2.5" "scikit-build-core>=0.10" "pybind11>=2.12" ninja
+"$PY" -m pip install -q "torch==2.13.0" "numpy<2.5" "scikit-build-core>=0.11" "pybind11>=2.12" ninja
 # torchdata 0.11 (StatefulDataLoader) asks only for torch>=2; without --no-deps a
 # resolver could still swap torch for another build.
 "$PY" -m pip install -q --no-deps "torchdata==0.11.0"
-"$PY" -m pip install -q --no-build-isolation -e ".[test,bench,torch]"
+"$PY" -m pip install -q --no-build-isolation -e ".[test,bench,torch,lint]"
 
 if [ $# -gt 0 ]; then
     # The environment's own entry points first on PATH; `python` and

@@ -24,8 +24,9 @@ def open_native(root: str, **kwargs) -> tuple[object, ShardTable]:
     return native, table
 
 
-def native_read(native, table: ShardTable, ordinals: list[int], threads: int,
-                target: str = "label") -> dict[str, np.ndarray]:
+def native_read(
+    native, table: ShardTable, ordinals: list[int], threads: int, target: str = "label"
+) -> dict[str, np.ndarray]:
     """Every field of `ordinals` and their integer `target`, read natively."""
     wanted = np.asarray(ordinals, dtype=np.int64)
     files, shard_records = table.locate(wanted)
@@ -36,7 +37,6 @@ def native_read(native, table: ShardTable, ordinals: list[int], threads: int,
         batch[name] = np.zeros((len(ordinals), *shape), dtype=numpy_dtype(dtype))
         field_args.append((name, key, dtype, tuple(shape), batch[name]))
     batch[target] = np.zeros(len(ordinals), dtype=np.int64)
-    fallback = native.read(files, shard_records, wanted, field_args,
-                           [(target, "i", batch[target])], threads)
+    fallback = native.read(files, shard_records, wanted, field_args, [(target, "i", batch[target])], threads)
     assert not fallback.any()
     return batch

@@ -81,13 +81,9 @@ def write_dataset(
         stop = min(start + per_shard, count)
         records: Iterator[sds.Record] = (make(i) for i in range(start, stop))
         storage = sds.StorageOptions(writer_options=options) if options else None
-        shards.append(
-            sds.write_shard(records, root, work_id=f"{shard_number:06d}", options=storage)
-        )
+        shards.append(sds.write_shard(records, root, work_id=f"{shard_number:06d}", options=storage))
     publication = (
-        sds.PublicationOptions(shards_per_manifest=shards_per_manifest)
-        if shards_per_manifest
-        else None
+        sds.PublicationOptions(shards_per_manifest=shards_per_manifest) if shards_per_manifest else None
     )
     return sds.publish(
         root,

@@ -15,7 +15,6 @@ import struct
 from dataclasses import dataclass
 
 import pytest
-
 from sds_factory import CHUNK_HEADER_SIZE, Chunk
 
 RIEGELI_HASH_KEY = (0x2F696C6567656952, 0x0A7364726F636572, 0x2F696C6567656952, 0x0A7364726F636572)
@@ -124,7 +123,11 @@ class ShardImage:
         if len(payload) != chunk.data_size:
             raise ValueError(f"payload of {len(payload)} bytes for a chunk of {chunk.data_size}")
         header = ChunkHeader(
-            len(payload), riegeli_hash(payload), header.chunk_type, header.num_records, header.decoded_data_size
+            len(payload),
+            riegeli_hash(payload),
+            header.chunk_type,
+            header.num_records,
+            header.decoded_data_size,
         )
         for position, byte in zip(self._positions(chunk), header.pack() + payload, strict=True):
             self.data[position] = byte
@@ -186,7 +189,11 @@ def with_descriptor(payload: bytes, edit) -> bytes:
     begin, end = header["__sds_descriptor__"]["data_offsets"]
     descriptor = edit(json.loads(data[begin:end]))
     text = descriptor if isinstance(descriptor, bytes) else json.dumps(descriptor).encode()
-    tensors = {key: data[spec["data_offsets"][0] : spec["data_offsets"][1]] for key, spec in header.items() if key != "__metadata__"}
+    tensors = {
+        key: data[spec["data_offsets"][0] : spec["data_offsets"][1]]
+        for key, spec in header.items()
+        if key != "__metadata__"
+    }
     tensors["__sds_descriptor__"] = text
     new_header, new_data, offset = {}, b"", 0
     for key, spec in header.items():
@@ -194,7 +201,11 @@ def with_descriptor(payload: bytes, edit) -> bytes:
             continue
         blob = tensors[key]
         shape = [len(blob)] if key == "__sds_descriptor__" else spec["shape"]
-        new_header[key] = {"dtype": spec["dtype"], "shape": shape, "data_offsets": [offset, offset + len(blob)]}
+        new_header[key] = {
+            "dtype": spec["dtype"],
+            "shape": shape,
+            "data_offsets": [offset, offset + len(blob)],
+        }
         new_data += blob
         offset += len(blob)
     return safetensors_record(new_header, new_data)

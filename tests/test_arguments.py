@@ -23,7 +23,9 @@ def plain_record(ordinal: int) -> sds.Record:
     return sds.Record(
         id=f"plain-{ordinal}",
         fields={
-            "iq": field((rng.standard_normal((2, 16)) + 1j * rng.standard_normal((2, 16))).astype(np.complex64)),
+            "iq": field(
+                (rng.standard_normal((2, 16)) + 1j * rng.standard_normal((2, 16))).astype(np.complex64)
+            ),
             "taps": field(rng.integers(-100, 100, size=(3, 4), dtype=np.int16)),
         },
         metadata={"label": ordinal % 3, "gain": float(ordinal) / 4},
@@ -81,7 +83,9 @@ def test_indices_of_the_wrong_type(reader, indices):
         reader.read(indices)
 
 
-@pytest.mark.parametrize("indices", [np.zeros((2, 2), np.int64), np.asarray([[0, 1, 2]]), np.zeros((1, 1, 1), np.int32)])
+@pytest.mark.parametrize(
+    "indices", [np.zeros((2, 2), np.int64), np.asarray([[0, 1, 2]]), np.zeros((1, 1, 1), np.int32)]
+)
 def test_indices_of_more_than_one_dimension(reader, indices):
     with pytest.raises(ValueError):
         reader.read(indices)
@@ -122,7 +126,9 @@ def test_integer_spellings_are_accepted(reader, plain, indices):
     assert_batch(plain, batch, ordinals, FIELDS, ("label", "gain"))
 
 
-@pytest.mark.parametrize("empty", [[], (), np.zeros(0, np.int64), np.zeros(0, np.uint32)], ids=["list", "tuple", "int64", "uint32"])
+@pytest.mark.parametrize(
+    "empty", [[], (), np.zeros(0, np.int64), np.zeros(0, np.uint32)], ids=["list", "tuple", "int64", "uint32"]
+)
 def test_empty_batch_has_the_trailing_shapes(plain, empty):
     fresh = sds_loader.BatchReader(plain, targets=("label", "gain"))  # no batch read yet
     batch = fresh.read(empty)

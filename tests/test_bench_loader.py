@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
 import sds_factory
+
 from sds_loader import cli
 
 pytest.importorskip("torch")
@@ -25,7 +25,9 @@ def test_loader_bench_prints_and_writes_every_row(capsys, small_root, tmp_path, 
     monkeypatch.setattr(loader, "REPEATS", 1)
     monkeypatch.setattr(loader, "EPOCHS", 1)
     out_dir = tmp_path / "results"
-    code = cli.main(["bench", small_root, "--loader", "--batch-size", "8", "--out", str(out_dir), "--no-progress"])
+    code = cli.main(
+        ["bench", small_root, "--loader", "--batch-size", "8", "--out", str(out_dir), "--no-progress"]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert (out_dir / "loader.md").read_text() in out
@@ -50,7 +52,10 @@ def test_loader_bench_prints_and_writes_every_row(capsys, small_root, tmp_path, 
         "bound: warm ShardAwareSampler / cold shuffle=True",
     ]
     defaults = [row.split(" | ")[1] for row in rows if "the sampler's default" in row]
-    assert defaults == ["cold epoch, ShardAwareSampler(readahead=16)", "ShardAwareSampler(readahead=16) / shuffle=True, cold"]
+    assert defaults == [
+        "cold epoch, ShardAwareSampler(readahead=16)",
+        "ShardAwareSampler(readahead=16) / shuffle=True, cold",
+    ]
     for row in rows:
         median = row.split(" | ")[2]
         assert re.fullmatch(r"-?[\d,.]+ (rec/s|%|ms CPU|x)", median), row

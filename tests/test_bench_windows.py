@@ -25,7 +25,7 @@ def test_bench_windows_writes_long_captures_and_times_every_row(capsys, tmp_path
     assert f"cached under {cache}" in out
     rates: dict[tuple[str, str], tuple[float, float, str]] = {}
     for variant, label in ROWS:
-        line = next((l for l in out.splitlines() if l.startswith(variant) and label in l), None)
+        line = next((row for row in out.splitlines() if row.startswith(variant) and label in row), None)
         assert line is not None, f"no {variant} row {label!r} in:\n{out}"
         rate, ratio, against = re.search(r"([\d,]+) rec/s\s+([\d.]+)x (.+)$", line).groups()
         rates[variant, label] = (float(rate.replace(",", "")), float(ratio), against.strip())

@@ -18,8 +18,8 @@ import sys
 from functools import partial
 
 import pytest
-
 import sds_factory
+
 from sds_loader import cli, native_tools
 from sds_loader.cli.bench import builtin, cold
 from sds_loader.cli.bench.run import method_table
@@ -120,7 +120,9 @@ def test_inspect_json(capsys, zstd_root):
     assert report["records"] == RECORDS
     assert report["fields"] == {"samples": {"dtype": "complex64", "shape": [2, 256], "axes": ["a0", "a1"]}}
     assert [shard["records"] for shard in report["shards"]] == [PER_SHARD] * (RECORDS // PER_SHARD)
-    assert report["totals"]["file_size"] == sum(os.path.getsize(p) for p in sds_factory.data_shards(zstd_root))
+    assert report["totals"]["file_size"] == sum(
+        os.path.getsize(p) for p in sds_factory.data_shards(zstd_root)
+    )
 
 
 @needs_native
@@ -222,7 +224,8 @@ def test_verify_finds_a_flipped_byte_in_chunk_data(capsys, zstd_root, tmp_path):
 def test_verify_finds_a_flipped_byte_in_a_metadata_shard(capsys, zstd_root, tmp_path):
     root = _copy(zstd_root, tmp_path)
     [shard] = [
-        path for path in sorted(glob.glob(os.path.join(root, "objects", "metadata", "*", "*.arrayrecord")))
+        path
+        for path in sorted(glob.glob(os.path.join(root, "objects", "metadata", "*", "*.arrayrecord")))
         if os.path.basename(path) == os.path.basename(sds_factory.data_shards(root)[0])
     ]
     # The first record chunk starts at byte 64 (after the signature chunk);
@@ -295,8 +298,18 @@ def _check_bench_document(document, variants, records):
 def test_bench_on_a_dataset_writes_every_row(capsys, zstd_root, tmp_path):
     out_dir = tmp_path / "results"
     code, out, err = run_cli(
-        capsys, "bench", zstd_root, "--batches", "2", "--batch-size", "8", "--out", str(out_dir),
-        "--threads", "2", "--no-progress",
+        capsys,
+        "bench",
+        zstd_root,
+        "--batches",
+        "2",
+        "--batch-size",
+        "8",
+        "--out",
+        str(out_dir),
+        "--threads",
+        "2",
+        "--no-progress",
     )
     assert code == 0, out + err
     document = json.loads((out_dir / "bench.json").read_text())
@@ -349,8 +362,17 @@ def test_builtin_size_override():
 def test_bench_cold_drops_pages_and_times_each_thread_count(capsys, zstd_root, tmp_path):
     out_dir = tmp_path / "cold"
     code, out, err = run_cli(
-        capsys, "bench", zstd_root, "--cold", "--batches", "2", "--batch-size", "8",
-        "--out", str(out_dir), "--no-progress",
+        capsys,
+        "bench",
+        zstd_root,
+        "--cold",
+        "--batches",
+        "2",
+        "--batch-size",
+        "8",
+        "--out",
+        str(out_dir),
+        "--no-progress",
     )
     assert code == 0, out + err
     document = json.loads((out_dir / "bench.json").read_text())
@@ -358,8 +380,13 @@ def test_bench_cold_drops_pages_and_times_each_thread_count(capsys, zstd_root, t
     [variant] = document["datasets"]
     rows = _rows(document, variant)
     assert list(rows) == [key for key, _, _ in cold.method_table(default_threads())]
-    assert {"batchreader_default", "batchreader_1", "batchreader_2", "batchreader_8",
-            "batchreader_32"} <= set(rows)
+    assert {
+        "batchreader_default",
+        "batchreader_1",
+        "batchreader_2",
+        "batchreader_8",
+        "batchreader_32",
+    } <= set(rows)
     for key, row in rows.items():
         if key.startswith("bound_") or NATIVE_SKIP:
             continue

@@ -41,7 +41,9 @@ PER_SHARD = 40
 def dataset(tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("concurrency")
     options = [None, "group_size:1,uncompressed", "group_size:1,snappy", "group_size:4,zstd:3", None, None]
-    write_dataset(root, RECORDS, partial(capture, samples=512), records_per_shard=PER_SHARD, writer_options=options)
+    write_dataset(
+        root, RECORDS, partial(capture, samples=512), records_per_shard=PER_SHARD, writer_options=options
+    )
     return os.fspath(root)
 
 

@@ -50,7 +50,11 @@ FIELDS = ("samples",)
 def pristine(request, tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("pristine")
     write_dataset(
-        root, RECORDS, partial(capture, samples=SAMPLES), records_per_shard=PER_SHARD, writer_options=request.param
+        root,
+        RECORDS,
+        partial(capture, samples=SAMPLES),
+        records_per_shard=PER_SHARD,
+        writer_options=request.param,
     )
     return os.fspath(root)
 
@@ -121,9 +125,13 @@ def chunk_header(offset_in_header: int, mask: int = 0x40) -> Damage:
 def chunk_data(where: str) -> Damage:
     def damage(target: Target) -> list[int]:
         chunk = target.records[1]
-        offset = {"first": 0, "second": 1, "third": 3, "middle": chunk.data_size // 2, "last": chunk.data_size - 1}[
-            where
-        ]
+        offset = {
+            "first": 0,
+            "second": 1,
+            "third": 3,
+            "middle": chunk.data_size // 2,
+            "last": chunk.data_size - 1,
+        }[where]
         flip(target, chunk.physical(CHUNK_HEADER_SIZE + offset))
         return [1]
 

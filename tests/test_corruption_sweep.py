@@ -57,7 +57,8 @@ def _sweep(pristine: str, work: str, kind: str) -> dict:
 
     reference = sds.open(pristine)
     expected = {
-        i: (reference[i]["samples"].data.tobytes(), int(reference[i].metadata["label"])) for i in range(RECORDS)
+        i: (reference[i]["samples"].data.tobytes(), int(reference[i].metadata["label"]))
+        for i in range(RECORDS)
     }
     (shard,) = data_shards(pristine)
     with open(shard, "rb") as file:
@@ -73,7 +74,9 @@ def _sweep(pristine: str, work: str, kind: str) -> dict:
         damaged = bytearray(intact)
         damaged[offset] ^= 1 << bit
         damages.append((f"flip bit {bit} at {offset}", bytes(damaged)))
-    boundaries = sorted({chunk.begin for chunk in read_chunks(shard)} | {chunk.end for chunk in read_chunks(shard)})
+    boundaries = sorted(
+        {chunk.begin for chunk in read_chunks(shard)} | {chunk.end for chunk in read_chunks(shard)}
+    )
     for boundary in boundaries:
         if boundary < len(intact):
             damages.append((f"truncate at {boundary}", intact[:boundary]))
@@ -133,7 +136,9 @@ def _sweep(pristine: str, work: str, kind: str) -> dict:
             check(f"{name}, record {ordinal}", partial(reader.read, [ordinal]), [ordinal])
         fresh = sds_loader.BatchReader(root, fields=FIELDS, targets=TARGETS, threads=2)
         check(f"{name}, whole batch", partial(fresh.read, everything[::-1]), everything[::-1])
-        check(f"{name}, one record", partial(lambda r, o: {k: v[None] for k, v in r[o].items()}, fresh, 3), [3])
+        check(
+            f"{name}, one record", partial(lambda r, o: {k: v[None] for k, v in r[o].items()}, fresh, 3), [3]
+        )
         if len(failures) > 20:
             break
     return {"counts": counts, "failures": failures}
@@ -150,7 +155,9 @@ def pristine(request, tmp_path_factory) -> tuple[str, str]:
 
 def test_damage_anywhere_raises_or_reads_intact(pristine, tmp_path):
     root, kind = pristine
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])
+    )
     try:
         child = subprocess.run(
             [sys.executable, __file__, root, os.fspath(tmp_path), kind],

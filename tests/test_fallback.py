@@ -27,7 +27,9 @@ def tagged(ordinal: int) -> sds.Record:
     return sds.Record(
         id=f"tagged-{ordinal:04d}",
         fields={
-            "iq": field((rng.standard_normal((2, 40)) + 1j * rng.standard_normal((2, 40))).astype(np.complex64)),
+            "iq": field(
+                (rng.standard_normal((2, 40)) + 1j * rng.standard_normal((2, 40))).astype(np.complex64)
+            ),
             "mask": field(rng.integers(0, 2, size=(5,)).astype(np.bool_)),
         },
         metadata={"label": ordinal % 4, "snr_db": float(rng.uniform(-5, 20)), "flag": ordinal % 2 == 1},
@@ -215,7 +217,9 @@ def _descriptor_without_tensor(shard: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "damage", [_flip_in_second_record_chunk, _descriptor_without_tensor], ids=["hash-mismatch", "malformed-descriptor"]
+    "damage",
+    [_flip_in_second_record_chunk, _descriptor_without_tensor],
+    ids=["hash-mismatch", "malformed-descriptor"],
 )
 def test_damaged_shard_served_by_the_fallback_raises_typed(tmp_path, damage):
     root, shard = _damaged_transposed(tmp_path, damage)

@@ -52,6 +52,7 @@ def native_path_served(monkeypatch):
     served = sum(reader.stats.native_records for reader in _CountedReader.made)
     assert served > 0 or not _CountedReader.made, [reader.stats for reader in _CountedReader.made]
 
+
 MIXED_FIELDS = ("a", "b", "c")
 MIXED_TARGETS = ("label", "snr_db", "flag")
 MIXED_COUNT = 13
@@ -88,7 +89,6 @@ def positive(indices: list[int], count: int) -> list[int]:
 
 
 # -- compression and grouping -----------------------------------------------
-
 
 
 @pytest.fixture(scope="module", params=WRITER_OPTIONS, ids=lambda option: option or "default")
@@ -649,4 +649,3 @@ def split_footer(request, tmp_path_factory) -> str:
 def test_block_header_inside_the_footer(split_footer):
     reader = sds_loader.BatchReader(split_footer, targets=("label",))
     assert_batch(split_footer, reader.read([0, -1, 0]), [0, 0, 0], ("pad", "x"), ("label",))
-

@@ -61,8 +61,19 @@ def fuzzers() -> dict[str, str]:
     if not os.path.exists(os.path.join(BUILD, "CMakeCache.txt")):
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         subprocess.run(
-            ["cmake", "-S", ROOT, "-B", BUILD, "-DSDS_LOADER_FUZZ=ON", "-DCMAKE_BUILD_TYPE=RelWithDebInfo", *generator],
-            check=True, env=env, capture_output=True,
+            [
+                "cmake",
+                "-S",
+                ROOT,
+                "-B",
+                BUILD,
+                "-DSDS_LOADER_FUZZ=ON",
+                "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                *generator,
+            ],
+            check=True,
+            env=env,
+            capture_output=True,
         )
     built = subprocess.run(
         ["cmake", "--build", BUILD, "-j", str(os.cpu_count() or 2)], env=env, capture_output=True, text=True
@@ -94,11 +105,16 @@ def test_regressions_replay_cleanly(fuzzers):
         # Every target keeps at least its deepest seed, so a replay always runs.
         assert inputs, f"fuzz/regressions/{target}/ holds no inputs"
         run = subprocess.run(
-            [binary, "-rss_limit_mb=2048", "-timeout=20", *inputs], capture_output=True, text=True, timeout=300
+            [binary, "-rss_limit_mb=2048", "-timeout=20", *inputs],
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert run.returncode == 0, f"{target} fails on a regression input:\n{run.stderr[-3000:]}"
         executed = run.stderr.count("Executed ")
-        assert executed == len(inputs), f"{target} ran {executed} of {len(inputs)} inputs:\n{run.stderr[-3000:]}"
+        assert executed == len(inputs), (
+            f"{target} ran {executed} of {len(inputs)} inputs:\n{run.stderr[-3000:]}"
+        )
 
 
 def test_every_target_fuzzes_cleanly(fuzzers, seeds, tmp_path):

@@ -126,7 +126,11 @@ def test_threads_the_system_refuses(plain):
         resource.setrlimit(resource.RLIMIT_STACK, (256 << 20, hard))
 
     run = subprocess.run(
-        [sys.executable, "-c", child], capture_output=True, text=True, timeout=120, preexec_fn=large_thread_stacks
+        [sys.executable, "-c", child],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=large_thread_stacks,
     )
     assert run.returncode == 0, f"exit {run.returncode}:\n{run.stderr[-3000:]}"
     assert run.stdout.strip() == "ok"

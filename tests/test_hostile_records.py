@@ -133,12 +133,10 @@ def duplicate_keys(header, data):
 
 def duplicate_keys_inside_a_tensor(header, data):
     spec = header["tensor_000000"]
-    inner = '{"dtype":"C64","dtype":"U8","shape":%s,"data_offsets":%s}' % (
-        json.dumps(spec["shape"]),
-        json.dumps(spec["data_offsets"]),
-    )
+    shape, offsets = json.dumps(spec["shape"]), json.dumps(spec["data_offsets"])
+    inner = f'{{"dtype":"C64","dtype":"U8","shape":{shape},"data_offsets":{offsets}}}'
     descriptor = json.dumps(header["__sds_descriptor__"], separators=(",", ":"))
-    return pack(('{"tensor_000000":%s,"__sds_descriptor__":%s}' % (inner, descriptor)).encode(), data)
+    return pack(f'{{"tensor_000000":{inner},"__sds_descriptor__":{descriptor}}}'.encode(), data)
 
 
 def deeply_nested_json(header, data):
@@ -153,7 +151,9 @@ def deeply_nested_descriptor(header, data):
     descriptor = json.loads(data[begin:end])
     deep = ("[" * 50_000 + "]" * 50_000).encode()
     text = json.dumps(descriptor, separators=(",", ":")).encode()[:-1] + b',"deep":' + deep + b"}"
-    changed = _with(header, "__sds_descriptor__", shape=[len(text)], data_offsets=[tensor_end, tensor_end + len(text)])
+    changed = _with(
+        header, "__sds_descriptor__", shape=[len(text)], data_offsets=[tensor_end, tensor_end + len(text)]
+    )
     return pack(changed, data[:tensor_end] + text)
 
 

@@ -9,9 +9,9 @@ import signal_dataset as sds
 
 torch = pytest.importorskip("torch")
 
+from sds_factory import write_dataset  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
-from sds_factory import write_dataset  # noqa: E402
 from sds_loader import Window  # noqa: E402
 from sds_loader.samplers.length_bucket import padding_waste  # noqa: E402
 from sds_loader.torch import LengthBucketSampler, SDSTorchDataset, collate  # noqa: E402
@@ -29,13 +29,17 @@ def short_capture(ordinal: int) -> sds.Record:
     n = spread_length(ordinal)
     data = np.full((1, n), ordinal, dtype=np.int16)
     axes = (sds.Axis("channel", 1), sds.Axis("time", n))
-    return sds.Record(id=f"s{ordinal}", fields={"samples": sds.Field(data, axes=axes)}, metadata={"label": ordinal})
+    return sds.Record(
+        id=f"s{ordinal}", fields={"samples": sds.Field(data, axes=axes)}, metadata={"label": ordinal}
+    )
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("length-bucket")
-    write_dataset(path, RECORDS, short_capture, records_per_shard=250, writer_options="group_size:1,uncompressed")
+    write_dataset(
+        path, RECORDS, short_capture, records_per_shard=250, writer_options="group_size:1,uncompressed"
+    )
     return str(path)
 
 
@@ -71,7 +75,9 @@ def test_order_is_a_function_of_seed_and_epoch(root):
     assert second != first
     assert sorted(map(sorted, second)) != sorted(map(sorted, first))  # new batch-mates, not only a new order
     assert list(LengthBucketSampler(root, BATCH, seed=5)) != first
-    assert list(LengthBucketSampler(root, BATCH, shuffle=False)) == list(LengthBucketSampler(root, BATCH, shuffle=False, seed=9))
+    assert list(LengthBucketSampler(root, BATCH, shuffle=False)) == list(
+        LengthBucketSampler(root, BATCH, shuffle=False, seed=9)
+    )
 
 
 def test_drop_last_drops_the_short_batch(root):

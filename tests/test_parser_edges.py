@@ -19,10 +19,17 @@ from functools import partial
 import numpy as np
 import pytest
 import signal_dataset as sds
+from sds_factory import BLOCK_SIZE, assert_matches_reference, capture, data_shards, read_chunks, write_dataset
+from shard_surgery import (
+    ShardImage,
+    read_payloads,
+    riegeli_hash,
+    safetensors_parts,
+    simple_chunk_layout,
+    write_payloads,
+)
 
 import sds_loader
-from sds_factory import BLOCK_SIZE, assert_matches_reference, capture, data_shards, read_chunks, write_dataset
-from shard_surgery import ShardImage, read_payloads, riegeli_hash, safetensors_parts, simple_chunk_layout, write_payloads
 
 FIELDS = ["samples"]
 
@@ -38,7 +45,9 @@ def test_failed_header_parse_leaves_no_table_for_the_next_record(tmp_path):
     header, data = safetensors_parts(payloads[2])
     # Record 2's tensors laid out in key order, so that the table as parsed
     # so far (keys are visited in order) is already sorted by offset.
-    blobs = {key: data[slice(*header[key]["data_offsets"])] for key in ("__sds_descriptor__", "tensor_000000")}
+    blobs = {
+        key: data[slice(*header[key]["data_offsets"])] for key in ("__sds_descriptor__", "tensor_000000")
+    }
     half, offset = {}, 0
     for key, blob in blobs.items():
         half[key] = {**header[key], "data_offsets": [offset, offset + len(blob)]}
@@ -67,7 +76,9 @@ def test_block_header_pointing_past_its_chunk_is_corrupt(tmp_path):
     write_dataset(root, 3, partial(capture, channels=4, samples=4096))  # 128 KiB records
     (shard,) = data_shards(root)
     chunks = read_chunks(shard)
-    spanning = next(c for c in chunks if c.chunk_type == "r" and c.begin // BLOCK_SIZE != (c.end - 1) // BLOCK_SIZE)
+    spanning = next(
+        c for c in chunks if c.chunk_type == "r" and c.begin // BLOCK_SIZE != (c.end - 1) // BLOCK_SIZE
+    )
     block = (spanning.begin // BLOCK_SIZE + 1) * BLOCK_SIZE
     with open(shard, "rb") as file:
         data = bytearray(file.read())
@@ -141,7 +152,9 @@ def test_footer_of_another_array_record_version_is_corrupt(tmp_path):
     header, payload = image.chunk(footer)
     values = simple_chunk_layout(payload).values_begin
     # RiegeliFooterMetadata: field 1 (array_record_metadata), length, then its field 1 (version).
-    assert payload[values] == 0x0A and payload[values + 2 : values + 4] == b"\x08\x01", payload[values : values + 8]
+    assert payload[values] == 0x0A and payload[values + 2 : values + 4] == b"\x08\x01", payload[
+        values : values + 8
+    ]
     image.replace(footer, header, payload[: values + 3] + b"\x02" + payload[values + 4 :])
     image.save()
     with pytest.raises(sds_loader.CorruptShardError, match="version 2") as raised:

@@ -54,8 +54,12 @@ def test_every_python_block_runs(tmp_path):
     scripts = sysconfig.get_path("scripts")
     env = dict(os.environ, PATH=f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}")
     done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", synth[0]], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=300,
+        ["bash", "-euo", "pipefail", "-c", synth[0]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -70,7 +74,11 @@ def test_every_python_block_runs(tmp_path):
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", runner], input=json.dumps(python), cwd=tmp_path,
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", runner],
+        input=json.dumps(python),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -22,7 +22,9 @@ def source_for(root) -> MetadataSource:
     return MetadataSource(sds.open(os.fspath(root)), FallbackReader(os.fspath(root)))
 
 
-@pytest.mark.parametrize("options", [*WRITER_OPTIONS, "group_size:1,transpose:true"], ids=lambda o: o or "default")
+@pytest.mark.parametrize(
+    "options", [*WRITER_OPTIONS, "group_size:1,transpose:true"], ids=lambda o: o or "default"
+)
 def test_metadata_matches_signal_dataset(tmp_path, options):
     write_dataset(tmp_path, COUNT, varied, records_per_shard=4, writer_options=options)
     dataset = sds.open(os.fspath(tmp_path))

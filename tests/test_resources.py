@@ -58,7 +58,13 @@ def open_descriptors() -> int:
 @pytest.fixture(scope="module")
 def many_shards(tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("many-shards")
-    options = [None, "group_size:1,uncompressed", "group_size:1,snappy", "group_size:4,zstd:3", "group_size:1,brotli:6"]
+    options = [
+        None,
+        "group_size:1,uncompressed",
+        "group_size:1,snappy",
+        "group_size:4,zstd:3",
+        "group_size:1,brotli:6",
+    ]
     write_dataset(
         root,
         SHARDS * PER_SHARD,
@@ -70,7 +76,9 @@ def many_shards(tmp_path_factory) -> str:
 
 
 def test_memory_and_descriptors_stay_flat(many_shards):
-    reader = sds_loader.BatchReader(many_shards, fields=FIELDS, targets=("label",), threads=2, max_open_files=4)
+    reader = sds_loader.BatchReader(
+        many_shards, fields=FIELDS, targets=("label",), threads=2, max_open_files=4
+    )
     rng = np.random.default_rng(11)
     total = SHARDS * PER_SHARD
     out = None
@@ -99,6 +107,7 @@ def test_memory_and_descriptors_stay_flat(many_shards):
 
 
 # -- a chunk that claims a huge record ----------------------------------------
+
 
 def snappy_literal(payload: bytes, claimed: int | None = None) -> bytes:
     """A snappy stream of one literal; the preamble may claim another length."""
@@ -184,7 +193,9 @@ def test_huge_decoded_size_is_refused_before_allocating(tmp_path, compression, o
     for read in (
         lambda: sds_loader.BatchReader(root, fields=FIELDS, verify_checksums=verify).read([1]),
         lambda: sds_loader.BatchReader(root, fields=FIELDS, verify_checksums=verify)[1],
-        lambda: sds_loader.BatchReader(root, fields=FIELDS, verify_checksums=verify, threads=1).read([0, 1, 2]),
+        lambda: sds_loader.BatchReader(root, fields=FIELDS, verify_checksums=verify, threads=1).read(
+            [0, 1, 2]
+        ),
     ):
         with pytest.raises(sds_loader.CorruptShardError) as raised:
             read()
@@ -203,7 +214,9 @@ def test_record_count_beyond_the_sizes_is_refused_before_allocating(tmp_path):
     too: a 48 MiB chunk whose sizes hold one byte and claim 48 Mi records is
     refused before 16 bytes per claimed record are allocated."""
     root = tmp_path / "dataset"
-    write_dataset(root, 1, partial(capture, channels=1, samples=6 << 20), writer_options="group_size:1,uncompressed")
+    write_dataset(
+        root, 1, partial(capture, channels=1, samples=6 << 20), writer_options="group_size:1,uncompressed"
+    )
     (shard,) = data_shards(root)
     (victim,) = record_chunks(shard)
     claimed = victim.end - victim.begin  # keeps the chunk's end, so every block header still agrees

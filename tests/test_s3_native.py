@@ -73,8 +73,14 @@ def test_dataloader_forked_persistent_workers(s3_dataset):
     dataset = SDSTorchDataset(uri)
     dataset.__getitems__([0, 1])  # the parent reads first, as a user who looks at a record does
     loader = DataLoader(
-        dataset, batch_size=8, shuffle=True, num_workers=2, persistent_workers=True,
-        multiprocessing_context="fork", collate_fn=collate, generator=torch.Generator().manual_seed(3),
+        dataset,
+        batch_size=8,
+        shuffle=True,
+        num_workers=2,
+        persistent_workers=True,
+        multiprocessing_context="fork",
+        collate_fn=collate,
+        generator=torch.Generator().manual_seed(3),
     )
     reference = sds.open(uri)
     expected = {bytes(reference[i]["samples"].data.tobytes()) for i in range(len(reference))}
@@ -242,7 +248,11 @@ def _chunk_spans(local: str, ordinals) -> dict[str, dict]:
         path = instruction.filename
         if path not in spans:
             chunks = [chunk for chunk in read_chunks(path) if chunk.chunk_type == "r"]
-            spans[path] = {"chunks": chunks[:-2], "footer": os.path.getsize(path) - chunks[-2].begin, "records": []}
+            spans[path] = {
+                "chunks": chunks[:-2],
+                "footer": os.path.getsize(path) - chunks[-2].begin,
+                "records": [],
+            }
         chunk = spans[path]["chunks"][instruction.skip]
         spans[path]["records"].append((chunk.begin, chunk.end))
     return spans

@@ -10,7 +10,6 @@ tests stay fast; the bounds they check are the same.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 import time
 
@@ -18,7 +17,7 @@ import numpy as np
 import pytest
 import signal_dataset as sds
 from s3_fixtures import endpoint_options, s3_dataset, s3_server  # noqa: F401
-from s3_server import FaultProxy, free_port, wait_listening
+from s3_server import FaultProxy, free_port
 
 from sds_loader.s3_source import HEAD_BYTES, TAIL_BYTES, S3RangeSource
 
@@ -81,9 +80,7 @@ def test_sizes_and_ranges_are_exact(s3_server, shards):
     check(requests, contents)
     # Opening a shard costs two GETs (its tail and its first bytes); a range
     # costs one more unless those hold it.
-    held = sum(
-        1 for f, o, b in requests if o >= len(contents[f]) - TAIL_BYTES or o + len(b) <= HEAD_BYTES
-    )
+    held = sum(1 for f, o, b in requests if o >= len(contents[f]) - TAIL_BYTES or o + len(b) <= HEAD_BYTES)
     assert all(len(c) > TAIL_BYTES for c in contents)
     assert held < len(requests)
     assert source.counters.requests == 2 * len(uris) + len(requests) - held

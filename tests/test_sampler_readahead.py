@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from sds_factory import assert_matches_reference, capture, write_dataset  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
-from sds_factory import assert_matches_reference, capture, write_dataset  # noqa: E402
 from sds_loader.samplers import ShardAwareSampler  # noqa: E402
 from sds_loader.torch import SDSTorchDataset, collate  # noqa: E402
 
@@ -63,7 +63,10 @@ def test_each_stretch_announces_what_follows_it(root, readahead, start) -> None:
 def test_default_readahead_is_two_stretches_and_left_out_of_the_state(root) -> None:
     sampler = ShardAwareSampler(Recording(root), run_length=4, runs_mixed=3)
     assert sampler.readahead == 24
-    assert ShardAwareSampler(Recording(root), run_length=4, runs_mixed=3, readahead=0).state_dict() == sampler.state_dict()
+    assert (
+        ShardAwareSampler(Recording(root), run_length=4, runs_mixed=3, readahead=0).state_dict()
+        == sampler.state_dict()
+    )
     with pytest.raises(ValueError, match="readahead must be zero or more"):
         ShardAwareSampler(root, readahead=-1)
 
@@ -89,5 +92,6 @@ def test_workers_read_the_same_bytes_with_and_without_readahead(root) -> None:
     for k, (batch, plain) in enumerate(zip(batches, without, strict=True)):
         indices = order[16 * k : 16 * (k + 1)]
         assert np.array_equal(batch["inputs"], plain["inputs"])
-        assert_matches_reference(root, {"samples": batch["inputs"], "label": batch["target"]}, indices,
-                                 ["samples"], ["label"])
+        assert_matches_reference(
+            root, {"samples": batch["inputs"], "label": batch["target"]}, indices, ["samples"], ["label"]
+        )

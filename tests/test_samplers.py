@@ -10,9 +10,9 @@ import signal_dataset as sds
 
 torch = pytest.importorskip("torch")
 
+from sds_factory import capture, write_dataset  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
-from sds_factory import capture, write_dataset  # noqa: E402
 from sds_loader.addressing import shard_table  # noqa: E402
 from sds_loader.samplers import EpochSampler, ShardAwareSampler  # noqa: E402
 from sds_loader.samplers.shard_aware import cut_runs  # noqa: E402
@@ -28,7 +28,9 @@ BATCH = 256
 @pytest.fixture(scope="module")
 def large(tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("samplers") / "large"
-    write_dataset(root, RECORDS, functools.partial(capture, channels=1, samples=2), records_per_shard=PER_SHARD)
+    write_dataset(
+        root, RECORDS, functools.partial(capture, channels=1, samples=2), records_per_shard=PER_SHARD
+    )
     return str(root)
 
 
@@ -155,7 +157,10 @@ def test_partitions_like_distributed_sampler(small, replicas) -> None:
     everything = [i for o in orders for i in o]
     assert sorted(set(everything)) == list(range(100))
     assert len(everything) - 100 == per_rank * replicas - 100  # padding repeats, nothing lost
-    dropped = [list(ShardAwareSampler(small, num_replicas=replicas, rank=r, seed=9, drop_last=True)) for r in range(replicas)]
+    dropped = [
+        list(ShardAwareSampler(small, num_replicas=replicas, rank=r, seed=9, drop_last=True))
+        for r in range(replicas)
+    ]
     assert [len(o) for o in dropped] == [100 // replicas] * replicas
     flat = [i for o in dropped for i in o]
     assert len(set(flat)) == len(flat)

@@ -15,11 +15,11 @@ import threading
 import numpy as np
 import pytest
 import signal_dataset as sds
+from native_batches import native_read
+from sds_factory import assert_matches_reference, write_dataset
 
 from native_required import _native
 from sds_loader.addressing import shard_table
-from native_batches import native_read
-from sds_factory import assert_matches_reference, write_dataset
 
 
 class FileRangeSource:
@@ -91,8 +91,9 @@ def test_an_error_the_source_raises_reaches_the_caller_unchanged(dataset, thread
 
 def test_a_footer_the_source_cannot_fetch_raises_its_error(dataset):
     table = shard_table(sds.open(dataset))
-    native = _native.ShardSet(list(table.paths), True, 8,
-                              source=FileRangeSource(list(table.paths), fail_on=0))
+    native = _native.ShardSet(
+        list(table.paths), True, 8, source=FileRangeSource(list(table.paths), fail_on=0)
+    )
     with pytest.raises(sds.StorageError, match="refused"):
         native.probe(0, 0, 0)
 
@@ -118,7 +119,7 @@ def test_outputs_stay_exported_while_the_read_runs(dataset):
     native = _native.ShardSet(list(table.paths), True, 8, source=source)
     ordinals = [3, 44, 21, 9]
     expected = native_read(native, table, ordinals, threads=1)  # footers read, layout known
-    (name, key, dtype, shape), = native.probe(0, 3, 3)[0]
+    ((name, key, dtype, shape),) = native.probe(0, 3, 3)[0]
     out = bytearray(expected[name].nbytes)
     labels = bytearray(8 * len(ordinals))
     attempts: list[str] = []
@@ -135,8 +136,9 @@ def test_outputs_stay_exported_while_the_read_runs(dataset):
     source.fetch = resizing_fetch
     wanted = np.asarray(ordinals, dtype=np.int64)
     files, shard_records = table.locate(wanted)
-    native.read(files, shard_records, wanted, [(name, key, dtype, tuple(shape), out)],
-                [("label", "i", labels)], 1)
+    native.read(
+        files, shard_records, wanted, [(name, key, dtype, tuple(shape), out)], [("label", "i", labels)], 1
+    )
     assert attempts and set(attempts) == {"refused"}
     assert bytes(out) == expected[name].tobytes()
     # Released once the read returned.

@@ -11,8 +11,8 @@ import signal_dataset as sds
 
 import sds_loader
 from sds_loader import native_tools, synthetic
-from sds_loader.dataset_shards import shard_files
 from sds_loader.cli import main, progress
+from sds_loader.dataset_shards import shard_files
 
 RECORDS = 48
 LENGTH = 96
@@ -20,7 +20,10 @@ LENGTH = 96
 
 def synth(tmp_path, *extra: str) -> str:
     root = os.fspath(tmp_path / "captures.sds")
-    assert main(["synth", root, "--records", str(RECORDS), "--length", str(LENGTH), "--no-progress", *extra]) == 0
+    assert (
+        main(["synth", root, "--records", str(RECORDS), "--length", str(LENGTH), "--no-progress", *extra])
+        == 0
+    )
     return root
 
 

@@ -11,19 +11,19 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from sds_factory import write_dataset  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
-from sds_factory import write_dataset  # noqa: E402
+from sds_loader import torch_buffers  # noqa: E402
 from sds_loader.dtypes import SAFETENSORS_TO_NUMPY  # noqa: E402
 from sds_loader.torch import SDSTorchDataset, collate  # noqa: E402
-from sds_loader.torch_ring import RingBatch  # noqa: E402
-from sds_loader import torch_buffers  # noqa: E402
 from sds_loader.torch_buffers import (  # noqa: E402
     PAGE_SIZE,
     PagePool,
     SharedMemorySource,
     torch_dtype,
 )
+from sds_loader.torch_ring import RingBatch  # noqa: E402
 
 RECORDS = 24
 
@@ -127,8 +127,9 @@ def test_held_batches_are_never_overwritten(root: str) -> None:
 def test_a_training_loop_cycles_through_a_few_blocks(root: str) -> None:
     dataset = SDSTorchDataset(root)
     pool = dataset._open().source
-    loader = DataLoader(dataset, batch_size=4, collate_fn=collate, shuffle=True,
-                        generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(
+        dataset, batch_size=4, collate_fn=collate, shuffle=True, generator=torch.Generator().manual_seed(0)
+    )
     seen = 0
     for _epoch in range(4):
         for batch in loader:  # the loop variable holds one batch while the next is read

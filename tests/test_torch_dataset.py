@@ -21,9 +21,9 @@ import signal_dataset as sds
 
 torch = pytest.importorskip("torch")
 
+from sds_factory import field, write_dataset  # noqa: E402
 from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info  # noqa: E402
 
-from sds_factory import field, write_dataset  # noqa: E402
 from sds_loader import TargetError  # noqa: E402
 from sds_loader.torch import Batch, SDSTorchDataset, collate  # noqa: E402
 
@@ -362,7 +362,10 @@ def test_workers_use_one_thread_and_shared_memory(root: str, context: str) -> No
     dataset = SDSTorchDataset(root)
     main_repr = repr(dataset)
     loader = DataLoader(
-        dataset, batch_size=10, num_workers=2, collate_fn=report_worker,
+        dataset,
+        batch_size=10,
+        num_workers=2,
+        collate_fn=report_worker,
         multiprocessing_context=context,
     )
     batches = list(loader)
@@ -385,8 +388,11 @@ def test_workers_use_one_thread_and_shared_memory(root: str, context: str) -> No
 
 def test_explicit_threads_are_kept_in_workers(root: str) -> None:
     loader = DataLoader(
-        SDSTorchDataset(root, threads=2), batch_size=20, num_workers=2,
-        collate_fn=report_worker, multiprocessing_context="fork",
+        SDSTorchDataset(root, threads=2),
+        batch_size=20,
+        num_workers=2,
+        collate_fn=report_worker,
+        multiprocessing_context="fork",
     )
     assert [b["worker_threads"].item() for b in loader] == [2, 2]
 
@@ -428,8 +434,14 @@ def test_collate_behind_subset_and_concat(root: str) -> None:
     concat = ConcatDataset([SDSTorchDataset(root), SDSTorchDataset(root)])
     for dataset, indices in ((subset, [30, 2, 17, 5, 9]), (concat, list(range(35, 40)) + list(range(5)))):
         expected = list(DataLoader(Subset(reference, indices), batch_size=4))
-        got = list(DataLoader(dataset, batch_size=4, collate_fn=collate,
-                              sampler=range(35, 45) if dataset is concat else None))
+        got = list(
+            DataLoader(
+                dataset,
+                batch_size=4,
+                collate_fn=collate,
+                sampler=range(35, 45) if dataset is concat else None,
+            )
+        )
         assert len(got) == len(expected)
         for ours, theirs in zip(got, expected, strict=True):
             assert_same_batch(ours, theirs)
@@ -439,13 +451,18 @@ def test_collate_behind_subset_and_concat(root: str) -> None:
 def test_shards_served_by_the_fallback_match_too(tmp_path, num_workers: int) -> None:
     # The middle shard's transposed chunks go through signal_dataset's reader.
     root = str(tmp_path / "mixed")
-    write_dataset(root, 30, make_record, records_per_shard=10,
-                  writer_options=[None, "transpose:true", None])
+    write_dataset(root, 30, make_record, records_per_shard=10, writer_options=[None, "transpose:true", None])
     (expected,) = reference_batches(root, batch_size=7, seed=2)
     dataset = SDSTorchDataset(root)
-    loader = DataLoader(dataset, batch_size=7, shuffle=True,
-                        generator=torch.Generator().manual_seed(2), num_workers=num_workers,
-                        collate_fn=collate, multiprocessing_context="fork" if num_workers else None)
+    loader = DataLoader(
+        dataset,
+        batch_size=7,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(2),
+        num_workers=num_workers,
+        collate_fn=collate,
+        multiprocessing_context="fork" if num_workers else None,
+    )
     got = list(loader)
     for ours, theirs in zip(got, expected, strict=True):
         assert_same_batch(ours, theirs)

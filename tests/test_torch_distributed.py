@@ -44,10 +44,21 @@ def test_two_ranks_split_every_epoch(tmp_path, sampler) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), OMP_NUM_THREADS="1")
     result = subprocess.run(
         [
-            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-            WORKER, str(root), str(out), str(EPOCHS), sampler,
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            WORKER,
+            str(root),
+            str(out),
+            str(EPOCHS),
+            sampler,
         ],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     reports = [json.loads((out / f"rank-{rank}.json").read_text()) for rank in (0, 1)]

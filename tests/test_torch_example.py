@@ -25,8 +25,20 @@ def test_training_loss_falls(tmp_path, capsys) -> None:
     example = load_example()
     root = tmp_path / "captures"
     history = example.main(
-        ["--records", "512", "--epochs", "3", "--batch-size", "32", "--length", "128",
-         "--root", str(root), "--num-workers", "2"]
+        [
+            "--records",
+            "512",
+            "--epochs",
+            "3",
+            "--batch-size",
+            "32",
+            "--length",
+            "128",
+            "--root",
+            str(root),
+            "--num-workers",
+            "2",
+        ]
     )
     printed = capsys.readouterr().out
     losses = [float(v) for v in re.findall(r"^epoch \d+/3  loss (\d+\.\d+)", printed, re.M)]

@@ -20,10 +20,10 @@ import signal_dataset as sds
 
 torch = pytest.importorskip("torch")
 
+from sds_factory import capture, write_dataset  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 from torch.utils.data.distributed import DistributedSampler  # noqa: E402
 
-from sds_factory import capture, write_dataset  # noqa: E402
 from sds_loader import torch_ring  # noqa: E402
 from sds_loader.torch import Batch, SDSTorchDataset, collate  # noqa: E402
 from sds_loader.torch_ring import WorkerRing  # noqa: E402
@@ -125,8 +125,11 @@ def test_custom_collate_that_copies_frees_the_block(root) -> None:
         return torch.utils.data.default_collate(list(batch))
 
     epochs = DataLoader(
-        SDSTorchDataset(root, targets={"index": "index"}), batch_size=BATCH, num_workers=1,
-        collate_fn=stack, multiprocessing_context="fork",
+        SDSTorchDataset(root, targets={"index": "index"}),
+        batch_size=BATCH,
+        num_workers=1,
+        collate_fn=stack,
+        multiprocessing_context="fork",
     )
     for batch in epochs:
         assert_batch_is_fresh(root, batch)
@@ -140,8 +143,12 @@ def test_keys_added_by_a_wrapping_collate_cross_too(root) -> None:
         return out
 
     epochs = DataLoader(
-        SDSTorchDataset(root, targets={"index": "index"}), batch_size=BATCH, num_workers=2,
-        collate_fn=tagged, multiprocessing_context="fork", persistent_workers=True,
+        SDSTorchDataset(root, targets={"index": "index"}),
+        batch_size=BATCH,
+        num_workers=2,
+        collate_fn=tagged,
+        multiprocessing_context="fork",
+        persistent_workers=True,
     )
     for _ in range(2):
         for batch in epochs:
@@ -155,8 +162,13 @@ def test_uncollated_batches_cross_too(root) -> None:
         return batch
 
     epochs = DataLoader(
-        SDSTorchDataset(root, targets={"index": "index"}), batch_size=BATCH, shuffle=True,
-        num_workers=2, collate_fn=keep_batch, multiprocessing_context="fork", persistent_workers=True,
+        SDSTorchDataset(root, targets={"index": "index"}),
+        batch_size=BATCH,
+        shuffle=True,
+        num_workers=2,
+        collate_fn=keep_batch,
+        multiprocessing_context="fork",
+        persistent_workers=True,
         timeout=120,  # a batch that cannot be pickled is dropped by the worker: fail, not hang
     )
     kept = [batch for _ in range(2) for batch in epochs]
@@ -184,7 +196,11 @@ def test_distributed_sampler_with_workers(root) -> None:
     for rank in (0, 1):
         sampler = DistributedSampler(dataset, num_replicas=2, rank=rank, seed=3)
         epochs = DataLoader(
-            dataset, batch_size=BATCH, sampler=sampler, num_workers=2, collate_fn=collate,
+            dataset,
+            batch_size=BATCH,
+            sampler=sampler,
+            num_workers=2,
+            collate_fn=collate,
             multiprocessing_context="fork",
         )
         kept = list(epochs)
@@ -225,8 +241,12 @@ class CrashingDataset(SDSTorchDataset):
 def test_worker_crash_leaves_no_shared_memory(root, context) -> None:
     dataset = CrashingDataset(root, targets={"index": "index"})
     epochs = DataLoader(
-        dataset, batch_size=BATCH, num_workers=2, collate_fn=collate,
-        multiprocessing_context=context, persistent_workers=True,
+        dataset,
+        batch_size=BATCH,
+        num_workers=2,
+        collate_fn=collate,
+        multiprocessing_context=context,
+        persistent_workers=True,
     )
     pids: set[int] = set()
     kept = []

@@ -17,7 +17,6 @@ import textwrap
 import numpy as np
 import pytest
 import signal_dataset as sds
-
 from sds_factory import capture, write_dataset
 
 RECORDS = 48

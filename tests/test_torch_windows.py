@@ -12,9 +12,9 @@ import signal_dataset as sds
 
 torch = pytest.importorskip("torch")
 
+from sds_factory import write_dataset  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
-from sds_factory import write_dataset  # noqa: E402
 from sds_loader import Window  # noqa: E402
 from sds_loader.torch import SDSTorchDataset, collate  # noqa: E402
 
@@ -27,7 +27,9 @@ def capture(ordinal: int) -> sds.Record:
     rng = np.random.default_rng(ordinal)
     data = (rng.standard_normal((2, n)) + 1j * rng.standard_normal((2, n))).astype(np.complex64)
     axes = (sds.Axis("channel", 2), sds.Axis("time", n))
-    return sds.Record(id=f"c{ordinal}", fields={"samples": sds.Field(data, axes=axes)}, metadata={"label": ordinal})
+    return sds.Record(
+        id=f"c{ordinal}", fields={"samples": sds.Field(data, axes=axes)}, metadata={"label": ordinal}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,8 @@ def epochs(dataset: SDSTorchDataset, count: int, **loader) -> list[list[dict[str
 def start_of(record: np.ndarray, row: np.ndarray, valid: int) -> int:
     """Where in the record the row's valid part was cut from (its only possible start)."""
     matches = [
-        s for s in range(record.shape[1] - valid + 1)
+        s
+        for s in range(record.shape[1] - valid + 1)
         if record[:, s : s + valid].tobytes() == row[:, :valid].tobytes()
     ]
     assert len(matches) == 1, matches

@@ -13,9 +13,9 @@ import subprocess
 import sys
 
 import pytest
+import sds_factory
 import signal_dataset as sds
 
-import sds_factory
 import sds_loader
 from sds_loader import cli
 from sds_loader.dataset_root import ROOT_DOCUMENT
@@ -88,7 +88,8 @@ def test_the_installed_command_has_no_traceback(tmp_path):
         [sys.executable, "-m", "sds_loader", "inspect", missing], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 2
-    assert done.stderr == f"sds-loader inspect: error: {missing} does not exist; {sds_loader.dataset_root.WHAT_A_ROOT_HOLDS}\n"
+    holds = sds_loader.dataset_root.WHAT_A_ROOT_HOLDS
+    assert done.stderr == f"sds-loader inspect: error: {missing} does not exist; {holds}\n"
 
 
 # -- names, checked when the reader is made -------------------------------------
@@ -129,11 +130,16 @@ def test_torch_dataset_names_the_argument_the_user_passed(root, kwargs, argument
     message = str(caught.value)
     assert message.startswith(f"{argument} names ")
     assert f"are {available}." in message
-    other = {"inputs=": "fields=", "fields=": "inputs=", "target=": "targets=", "targets=": "target="}[argument]
+    other = {"inputs=": "fields=", "fields=": "inputs=", "target=": "targets=", "targets=": "target="}[
+        argument
+    ]
     assert other not in message
 
 
 def test_bench_names_its_own_option(capsys, root, tmp_path):
-    assert cli.main(["bench", root, "--inputs", "sample", "--no-progress", "--out", os.fspath(tmp_path / "out")]) == 2
+    assert (
+        cli.main(["bench", root, "--inputs", "sample", "--no-progress", "--out", os.fspath(tmp_path / "out")])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--inputs" in err and "'samples'" in err and "Traceback" not in err

@@ -23,12 +23,20 @@ import textwrap
 import zipfile
 
 import pytest
-
 import sds_factory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: What a manylinux extension may load from the system (the rest must be inside it).
-RUNTIMES = ("libc.so", "libm.so", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libdl.so", "librt.so", "ld-linux")
+RUNTIMES = (
+    "libc.so",
+    "libm.so",
+    "libstdc++.so",
+    "libgcc_s.so",
+    "libpthread.so",
+    "libdl.so",
+    "librt.so",
+    "ld-linux",
+)
 
 pytestmark = pytest.mark.wheel
 
@@ -38,7 +46,10 @@ def wheel(tmp_path_factory) -> str:
     dist = tmp_path_factory.mktemp("dist")
     done = subprocess.run(
         ["bash", os.path.join(REPO, "scripts", "build_wheel.sh"), os.fspath(dist)],
-        env=dict(os.environ, PYTHON=sys.executable), capture_output=True, text=True, timeout=900,
+        env=dict(os.environ, PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     [built] = glob.glob(os.path.join(dist, "sds_loader-*.whl"))
@@ -61,6 +72,30 @@ def test_the_wheel_is_manylinux_with_the_libraries_inside(wheel, tmp_path):
     assert bundled == [], bundled  # linked in, not grafted beside it
 
 
+def test_the_wheel_carries_the_licence_and_the_third_party_notices(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        [metadata] = [name for name in names if re.fullmatch(r"sds_loader-[^/]+\.dist-info/METADATA", name)]
+        info = archive.read(metadata).decode("utf-8")
+        carried = {}
+        for name in names:
+            found = re.fullmatch(r"sds_loader-[^/]+\.dist-info/licenses/(.+)", name)
+            if found:
+                carried[found.group(1)] = archive.read(name)
+    assert sorted(carried) == ["LICENSE", "THIRD_PARTY_NOTICES"], sorted(carried)
+    for name, content in carried.items():
+        with open(os.path.join(REPO, name), "rb") as handle:
+            assert content == handle.read(), f"{name} in the wheel differs from the repository's"
+    assert "License-Expression: Apache-2.0" in info.splitlines(), info[:2000]
+    assert {"License-File: LICENSE", "License-File: THIRD_PARTY_NOTICES"} <= set(info.splitlines())
+
+
+def test_the_wheel_is_typed(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {"sds_loader/py.typed", "sds_loader/_native.pyi"} <= names, sorted(names)
+
+
 def test_the_wheel_installs_into_a_fresh_environment_and_reads(wheel, tmp_path):
     root = tmp_path / "captures.sds"
     sds_factory.write_dataset(root, 12, records_per_shard=4)
@@ -75,7 +110,9 @@ def test_the_wheel_installs_into_a_fresh_environment_and_reads(wheel, tmp_path):
     )
     site = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
     visible = [path for path in sys.path if path in ours or path.endswith(("site-packages", "dist-packages"))]

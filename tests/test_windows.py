@@ -136,7 +136,9 @@ def test_window_to_the_longest_record_of_each_batch(layouts):
 def test_starts_default_to_zero_and_crop_center(default):
     start = sds_loader.BatchReader(default, fields=("wave",), window=Window("time", 4))
     assert_windows(default, start.read([3, 8]), [3, 8], [0, 0], 4, ("wave",), pad=False)
-    center = sds_loader.BatchReader(default, fields=("wave",), window=Window("time", 6, pad=True, crop="center"))
+    center = sds_loader.BatchReader(
+        default, fields=("wave",), window=Window("time", 6, pad=True, crop="center")
+    )
     indices = [0, 3, 8]  # lengths 5, 32, 77
     starts = [0, 13, 35]
     assert center.window_starts(indices).tolist() == starts
@@ -157,7 +159,9 @@ def test_random_crop_depends_on_seed_epoch_and_ordinal_only(default):
 
 
 def test_out_with_windows(default):
-    reader = sds_loader.BatchReader(default, fields=("cube", "static"), targets=("label",), window=Window("time", 12, pad=True))
+    reader = sds_loader.BatchReader(
+        default, fields=("cube", "static"), targets=("label",), window=Window("time", 12, pad=True)
+    )
     indices, starts = [9, 0, 9], [70, 2, 0]
     out = {
         "cube": np.full((3, 2, 12, 3), 7, dtype=np.int16),
@@ -171,7 +175,9 @@ def test_out_with_windows(default):
     assert_windows(default, batch, indices, starts, 12, ("cube", "static"))
     assert batch["label"].tolist() == [0, 0, 0]
     wrong = dict(out, cube=np.empty((3, 2, 11, 3), dtype=np.int16))
-    with pytest.raises(ValueError, match=r"out\['cube'\] has shape \(3, 2, 11, 3\); this batch needs \(3, 2, 12, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"out\['cube'\] has shape \(3, 2, 11, 3\); this batch needs \(3, 2, 12, 3\)"
+    ):
         reader.read(indices, out=wrong, starts=starts)
     without_lengths = {k: v for k, v in out.items() if k != "cube_length"}
     with pytest.raises(ValueError, match="missing \\['cube_length'\\]"):
@@ -179,7 +185,9 @@ def test_out_with_windows(default):
 
 
 def test_single_record_through_getitem(default):
-    reader = sds_loader.BatchReader(default, fields=("iq",), window=Window("time", 10, pad=True, crop="center"))
+    reader = sds_loader.BatchReader(
+        default, fields=("iq",), window=Window("time", 10, pad=True, crop="center")
+    )
     item = reader[6]  # length 59: centre start 24
     assert item["iq"].shape == (2, 10)
     assert item["iq"].tobytes() == sds.open(default)[6]["iq"].data[:, 24:34].tobytes()
@@ -329,7 +337,9 @@ def long_uncompressed(tmp_path_factory) -> str:
 
 @pytest.mark.parametrize("verify", [False, True])
 def test_windows_across_block_headers(long_uncompressed, verify):
-    reader = sds_loader.BatchReader(long_uncompressed, verify_checksums=verify, window=Window("time", 9000, pad=True))
+    reader = sds_loader.BatchReader(
+        long_uncompressed, verify_checksums=verify, window=Window("time", 9000, pad=True)
+    )
     reference = sds.open(long_uncompressed)
     indices = [4, 0, 2, 2, 1, 3]
     starts = [0, 8191, 12000, 16000, 15000, 1]
@@ -374,8 +384,9 @@ def test_through_a_gathering_source_only_windows_are_fetched(tmp_path):
     from sds_loader import _native
     from sds_loader.addressing import shard_table
 
-    write_dataset(tmp_path, 6, long_capture, records_per_shard=3,
-                  writer_options=["group_size:1,uncompressed", None])
+    write_dataset(
+        tmp_path, 6, long_capture, records_per_shard=3, writer_options=["group_size:1,uncompressed", None]
+    )
     table = shard_table(sds.open(os.fspath(tmp_path)))
     source = FileRangeSource(list(table.paths))
     native = _native.ShardSet(list(table.paths), False, 8, source=source)
@@ -385,8 +396,16 @@ def test_through_a_gathering_source_only_windows_are_fetched(tmp_path):
         wanted = np.asarray(ordinals, dtype=np.int64)
         files, shard_records = table.locate(wanted)
         iq = np.empty((len(ordinals), 2, 500), dtype=np.complex64)
-        fallback = native.read(files, shard_records, wanted, [("iq", "tensor_000000", "C64", (2, 500), iq, 1, None)],
-                               [], 2, np.asarray(starts, dtype=np.int64), False)
+        fallback = native.read(
+            files,
+            shard_records,
+            wanted,
+            [("iq", "tensor_000000", "C64", (2, 500), iq, 1, None)],
+            [],
+            2,
+            np.asarray(starts, dtype=np.int64),
+            False,
+        )
         assert not fallback.any()
         for row, (ordinal, start) in enumerate(zip(ordinals, starts, strict=True)):
             assert iq[row].tobytes() == reference[ordinal]["iq"].data[:, start : start + 500].tobytes()

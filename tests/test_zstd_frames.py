@@ -18,10 +18,10 @@ from functools import partial
 
 import pytest
 import signal_dataset as sds
-
-import sds_loader
 from sds_factory import assert_matches_reference, capture, data_shards, record_chunks, write_dataset
 from shard_surgery import ShardImage, simple_chunk_layout
+
+import sds_loader
 
 FIELDS = ["samples"]
 

@@ -1,5 +1,6 @@
 """sds-loader: batches of signal_dataset records, read natively into model buffers."""
 
+from sds_loader._version import __version__ as __version__
 from sds_loader.dataset_root import DatasetNotFoundError
 from sds_loader.errors import CorruptShardError, MixedShapesError, TargetError, UnknownNameError
 from sds_loader.reader import BatchReader, ReadStats
@@ -15,4 +16,3 @@ __all__ = [
     "UnknownNameError",
     "Window",
 ]
-__version__ = "0.1.0"

@@ -54,6 +54,8 @@ def problem(uri: str, error: OSError) -> str:
     if not os.path.isdir(path):
         return f"{uri} is a file, not a dataset root; {WHAT_A_ROOT_HOLDS}"
     if not os.path.exists(os.path.join(path, ROOT_DOCUMENT)):
-        return f"{uri} is a directory but not a dataset root: it holds no {ROOT_DOCUMENT}; {WHAT_A_ROOT_HOLDS}"
+        return (
+            f"{uri} is a directory but not a dataset root: it holds no {ROOT_DOCUMENT}; {WHAT_A_ROOT_HOLDS}"
+        )
     # root.json is there, so something it names is not: the dataset is incomplete.
     return f"dataset {uri} is incomplete: {error}"

@@ -76,8 +76,6 @@ def shard_files(dataset: sds.Dataset, *, metadata: bool = False) -> list[ShardFi
     sizes: dict[str, int] = {}
     for instruction in instructions:
         path = _local(instruction.filename)
-        runs.setdefault(path, []).append(
-            Run(instruction.first_ordinal, instruction.skip, instruction.take)
-        )
+        runs.setdefault(path, []).append(Run(instruction.first_ordinal, instruction.skip, instruction.take))
         sizes[path] = instruction.examples_in_shard
     return [ShardFile(path, sizes[path], tuple(found)) for path, found in runs.items()]

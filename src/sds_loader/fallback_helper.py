@@ -19,20 +19,19 @@ from __future__ import annotations
 import os
 import pickle
 import struct
-import sys
-from typing import BinaryIO
+from typing import IO, Any
 
 _LENGTH = struct.Struct("<Q")
 
 
-def send(stream: BinaryIO, value: object) -> None:
+def send(stream: IO[bytes], value: object) -> None:
     payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_LENGTH.pack(len(payload)))
     stream.write(payload)
     stream.flush()
 
 
-def receive(stream: BinaryIO) -> object:
+def receive(stream: IO[bytes]) -> Any:
     """The next frame, or raise EOFError if the other side has gone."""
     header = stream.read(_LENGTH.size)
     if len(header) < _LENGTH.size:
@@ -85,4 +84,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

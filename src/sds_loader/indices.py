@@ -7,7 +7,6 @@ from collections.abc import Iterable
 
 import numpy as np
 
-
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -19,18 +18,14 @@ def normalize(indices: Iterable[int] | np.ndarray, length: int) -> np.ndarray:
     tensor of indices built by accident upstream.
     """
     if isinstance(indices, str | bytes) or not isinstance(indices, Iterable | np.ndarray):
-        raise TypeError(
-            f"indices must be a sequence of integers, not {type(indices).__name__}"
-        )
+        raise TypeError(f"indices must be a sequence of integers, not {type(indices).__name__}")
     if isinstance(indices, np.ndarray):
         array = indices
     else:
         values = list(indices)
         for value in values:
             if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-                raise TypeError(
-                    f"indices must be integers; got {type(value).__name__} {value!r}"
-                )
+                raise TypeError(f"indices must be integers; got {type(value).__name__} {value!r}")
         for value in values:
             if not _INT64_MIN <= value <= _INT64_MAX:
                 raise IndexError(f"index {int(value)} is out of range for a dataset of {length} records")
@@ -59,6 +54,6 @@ def normalize(indices: Iterable[int] | np.ndarray, length: int) -> np.ndarray:
 def normalize_one(index: object, length: int) -> int:
     if isinstance(index, bool | np.bool_) or not isinstance(index, numbers.Integral):
         raise TypeError(f"index must be an integer, not {type(index).__name__}")
-    if not _INT64_MIN <= index <= _INT64_MAX:
+    if not _INT64_MIN <= int(index) <= _INT64_MAX:
         raise IndexError(f"index {int(index)} is out of range for a dataset of {length} records")
     return int(normalize(np.asarray([int(index)], dtype=np.int64), length)[0])

@@ -10,6 +10,7 @@ rather than an AttributeError from deep inside a command.
 from __future__ import annotations
 
 from types import ModuleType
+from typing import Any
 
 BUILD_HINT = (
     "build it with `pip install --no-build-isolation -e .` from the source tree "
@@ -39,7 +40,7 @@ def module() -> ModuleType:
     return _native
 
 
-def function(name: str):
+def function(name: str) -> Any:
     """`sds_loader._native.<name>`, or NativeUnavailable naming what is missing."""
     native = module()
     found = getattr(native, name, None)

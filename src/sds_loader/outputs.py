@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from sds_loader.schema import Schema
 from sds_loader.windows import length_key
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 #: Allocates one uninitialised array; a pool or shared-memory allocator can
 #: stand in for numpy's so that a batch is written where it will be consumed.
@@ -48,7 +52,7 @@ def adopt(out: Mapping[str, object], schema: Schema, batch: int) -> dict[str, np
         )
     arrays: dict[str, np.ndarray] = {}
     for name, (shape, dtype) in layout.items():
-        buffer = out[name]
+        buffer = cast("Buffer", out[name])  # if it is none, memoryview() raises TypeError
         try:
             array = np.asarray(buffer) if isinstance(buffer, np.ndarray) else np.asarray(memoryview(buffer))
         except TypeError:

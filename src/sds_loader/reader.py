@@ -8,6 +8,7 @@ import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from signal_dataset import CorruptDatasetError
@@ -25,7 +26,6 @@ from sds_loader.remote_readahead import RemoteReadahead
 from sds_loader.schema import FieldSpec, Schema, TargetSpec, target_kind
 from sds_loader.stores import for_root, portable
 from sds_loader.windows import Window, crop_starts, length_key, normalize_starts
-
 
 #: More threads than this are never started for one read (the native side takes a C int).
 _MAX_THREADS = 1 << 10
@@ -227,9 +227,13 @@ class BatchReader:
         self._verify = bool(verify_checksums)
         self._max_open_files = max_open_files
         if requests_in_flight is not None and (
-            isinstance(requests_in_flight, bool) or not isinstance(requests_in_flight, int) or requests_in_flight < 1
+            isinstance(requests_in_flight, bool)
+            or not isinstance(requests_in_flight, int)
+            or requests_in_flight < 1
         ):
-            raise ValueError(f"requests_in_flight must be a positive integer or None, not {requests_in_flight!r}")
+            raise ValueError(
+                f"requests_in_flight must be a positive integer or None, not {requests_in_flight!r}"
+            )
         self._requests_in_flight = requests_in_flight
         self._object_store = object_store
         self._schema: Schema | None = None
@@ -269,7 +273,11 @@ class BatchReader:
                 state = self._state
                 if state is None or state.pid != os.getpid():
                     state = _ProcessState(
-                        self._uri, self._object_store, self._verify, self._max_open_files, self._requests_in_flight
+                        self._uri,
+                        self._object_store,
+                        self._verify,
+                        self._max_open_files,
+                        self._requests_in_flight,
                     )
                     self._state = state
         return state
@@ -412,8 +420,9 @@ class BatchReader:
                 "starts= places a window, and this reader has none; make it with "
                 "window=sds_loader.Window(axis, length)"
             )
+        row_starts: np.ndarray | None = None
         if window is not None:
-            starts = (
+            row_starts = (
                 normalize_starts(starts, ordinals.size)
                 if starts is not None
                 else self._crop(ordinals, seed=0, epoch=0)
@@ -422,8 +431,7 @@ class BatchReader:
         if schema is None:
             if len(self) == 0:
                 raise ValueError(
-                    f"dataset {self._uri} holds no records, so a batch of it has no fields "
-                    "to return"
+                    f"dataset {self._uri} holds no records, so a batch of it has no fields to return"
                 )
             state = self._process()
             if ordinals.size and state.table is not None:
@@ -431,7 +439,7 @@ class BatchReader:
                 self._open_shards(state, state.table.locate(ordinals)[0])
             schema = self._probe(int(ordinals[0]) if ordinals.size else 0)
 
-        window_length = self._batch_window_length(ordinals, starts)
+        window_length = self._batch_window_length(ordinals, row_starts)
 
         def buffers(layout: Schema) -> dict[str, np.ndarray]:
             if window_length is not None:
@@ -444,13 +452,13 @@ class BatchReader:
         if ordinals.size == 0:
             return arrays
         try:
-            self._read_into(ordinals, schema, arrays, starts)
+            self._read_into(ordinals, schema, arrays, row_starts)
         except SchemaMismatch:
             self.stats._add(schema_retries=1)
             schema = self._uniform_schema(ordinals)
             arrays = buffers(schema)
             try:
-                self._read_into(ordinals, schema, arrays, starts)
+                self._read_into(ordinals, schema, arrays, row_starts)
             except SchemaMismatch as again:
                 # Every record agreed when probed one by one, yet not when read
                 # together: report it as the layout problem it is.
@@ -582,19 +590,31 @@ class BatchReader:
             return
         assert state.table is not None
         files, locals_ = state.table.locate(ordinals)
-        field_args = []
+        field_args: list[Any] = []
         for spec in schema.fields:
-            args: tuple = (spec.name, spec.tensor, spec.dtype_name, arrays[spec.name].shape[1:], arrays[spec.name])
+            args: tuple[Any, ...] = (
+                spec.name,
+                spec.tensor,
+                spec.dtype_name,
+                arrays[spec.name].shape[1:],
+                arrays[spec.name],
+            )
             if spec.window_axis is not None:
                 args += (spec.window_axis, arrays.get(length_key(spec.name)))
             field_args.append(args)
-        target_args = [(target.key, target.kind, arrays[target.key]) for target in schema.targets]
+        target_args: list[Any] = [(target.key, target.kind, arrays[target.key]) for target in schema.targets]
         self._open_shards(state, files)
         helped = state.native.helped_batches
         try:
             needs_fallback = state.native.read(
-                files, locals_, ordinals, field_args, target_args, min(self._threads, _MAX_THREADS),
-                starts, pad,
+                files,
+                locals_,
+                ordinals,
+                field_args,
+                target_args,
+                min(self._threads, _MAX_THREADS),
+                starts,
+                pad,
             )
         finally:
             self._count_fetches(state)
@@ -604,8 +624,12 @@ class BatchReader:
         positions = np.flatnonzero(needs_fallback)
         if positions.size:
             state.fallback.fill(
-                ordinals[positions], positions, schema, arrays,
-                None if starts is None else starts[positions], pad,
+                ordinals[positions],
+                positions,
+                schema,
+                arrays,
+                None if starts is None else starts[positions],
+                pad,
             )
         self.stats._add(
             fallback_records=int(positions.size), native_records=int(ordinals.size - positions.size)
@@ -700,8 +724,8 @@ class BatchReader:
 
     def _uniform_schema(self, ordinals: np.ndarray) -> Schema:
         """The one layout every record of this batch shares, or MixedShapesError."""
-        layouts: dict[tuple, list[int]] = {}
-        schemas: dict[tuple, Schema] = {}
+        layouts: dict[tuple[tuple[str, str, tuple[int, ...]], ...], list[int]] = {}
+        schemas: dict[tuple[tuple[str, str, tuple[int, ...]], ...], Schema] = {}
         for ordinal in np.unique(ordinals).tolist():
             schema = self._probe(ordinal)
             key = tuple(f.layout_key() for f in schema.fields)

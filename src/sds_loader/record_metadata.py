@@ -18,7 +18,7 @@ through signal_dataset in the fallback's helper process.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import signal_dataset as sds
@@ -26,6 +26,9 @@ from signal_dataset.record.metadata import RecordMetadataCodec
 
 from sds_loader import sources
 from sds_loader.addressing import native_unavailable_reason, shard_table
+
+if TYPE_CHECKING:
+    from sds_loader.fallback import FallbackReader
 
 
 class FieldLayout(NamedTuple):
@@ -53,7 +56,9 @@ class MetadataSource:
     `fallback.FallbackReader`, which runs signal_dataset in a helper process).
     """
 
-    def __init__(self, dataset: sds.Dataset, fallback, *, verify_checksums: bool = True) -> None:  # type: ignore[no-untyped-def]
+    def __init__(
+        self, dataset: sds.Dataset, fallback: FallbackReader, *, verify_checksums: bool = True
+    ) -> None:
         from sds_loader import _native
 
         self._fallback = fallback
@@ -94,7 +99,9 @@ class MetadataSource:
         """Each record's length along `axis`: the longest among `fields` (all when None)
         that carry it. A record where none carries it raises ValueError."""
         out = np.empty(len(ordinals), dtype=np.int64)
-        for k, (ordinal, layout) in enumerate(zip(np.asarray(ordinals).tolist(), self.read(ordinals), strict=True)):
+        for k, (ordinal, layout) in enumerate(
+            zip(np.asarray(ordinals).tolist(), self.read(ordinals), strict=True)
+        ):
             length = axis_length(layout, axis, fields)
             if length is None:
                 raise ValueError(

@@ -9,6 +9,7 @@ a per-record check in Python on every batch.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +37,7 @@ class FieldSpec:
         shape[self.window_axis] = length
         return FieldSpec(self.name, self.tensor, self.dtype_name, tuple(shape), self.window_axis)
 
-    def layout_key(self) -> tuple:
+    def layout_key(self) -> tuple[str, str, tuple[int, ...]]:
         """What records must agree on to share a batch: all but the window's axis."""
         shape = list(self.shape)
         if self.window_axis is not None:
@@ -92,13 +93,12 @@ def target_kind(value: object, *, key: str, ordinal: int) -> str:
     raise AssertionError("unreachable")
 
 
-def raise_missing(key: str, ordinal: int, available: object = None) -> None:
+def raise_missing(key: str, ordinal: int, available: Iterable[str] | None = None) -> None:
     from sds_loader.errors import TargetError
 
     hint = f" (its metadata has {sorted(available)})" if available is not None else ""
     raise TargetError(
-        f"record {ordinal} has no metadata key {key!r}{hint}; pass targets= with keys "
-        "every record carries"
+        f"record {ordinal} has no metadata key {key!r}{hint}; pass targets= with keys every record carries"
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing
 from multiprocessing.context import get_spawning_popen
+from typing import cast
 
 
 class SharedEpoch:
@@ -37,5 +38,5 @@ class SharedEpoch:
     def __setstate__(self, state: dict[str, object]) -> None:
         shared = state.get("shared")
         if shared is None:
-            shared = multiprocessing.RawValue("q", int(state["epoch"]))  # type: ignore[arg-type]
+            shared = multiprocessing.RawValue("q", int(cast(int, state["epoch"])))
         self._shared = shared

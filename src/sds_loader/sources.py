@@ -3,10 +3,11 @@
 signal_dataset resolves every shard to a URI (`read_instructions`); this module
 only decides, from those URIs and the store the dataset was opened with, which
 byte source the native core gets. Local paths need none (the core maps them,
-or reads them with `preadv` when they are not in the page cache). `s3://` shards get an `S3RangeSource` built from the settings of
-signal_dataset's own S3 store (endpoint, region, profile, addressing style,
-attempts), so a dataset reads from the same place, with the same credentials,
-as `signal_dataset.open` would. Anything else stays with signal_dataset's
+or reads them with `preadv` when they are not in the page cache). `s3://`
+shards get an `S3RangeSource` built from the settings of signal_dataset's own
+S3 store (endpoint, region, profile, addressing style, attempts), so a dataset
+reads from the same place, with the same credentials, as `signal_dataset.open`
+would. Anything else stays with signal_dataset's
 reader, and the reason says why.
 """
 

@@ -78,7 +78,7 @@ def write_captures(
     variable_length: bool = False,
     writer_options: str | None = None,
     per_shard: int = RECORDS_PER_SHARD,
-    on_record: Callable[[], None] | None = None,
+    on_record: Callable[[], object] | None = None,
 ) -> sds.Dataset:
     """Publish `records` synthetic captures at `root`, in shards of `per_shard`.
 
@@ -89,9 +89,13 @@ def write_captures(
     shards of two runs.
     """
     if records < 1 or length < 1 or per_shard < 1:
-        raise ValueError(f"records, length and per_shard must be at least 1, not {records}, {length}, {per_shard}")
+        raise ValueError(
+            f"records, length and per_shard must be at least 1, not {records}, {length}, {per_shard}"
+        )
     if os.path.lexists(root):
-        raise FileExistsError(f"{root} already exists; choose a new path, or remove it first to write it again")
+        raise FileExistsError(
+            f"{root} already exists; choose a new path, or remove it first to write it again"
+        )
     storage = sds.StorageOptions(writer_options=writer_options) if writer_options else None
     building = f"{root.rstrip(os.sep)}.partial-{os.getpid()}"
     shutil.rmtree(building, ignore_errors=True)
@@ -104,7 +108,9 @@ def write_captures(
 
     try:
         shards = [
-            sds.write_shard(made(start, min(start + per_shard, records)), building, work_id=f"{n:06d}", options=storage)
+            sds.write_shard(
+                made(start, min(start + per_shard, records)), building, work_id=f"{n:06d}", options=storage
+            )
             for n, start in enumerate(range(0, records, per_shard))
         ]
         sds.publish(building, shards, dataset_id="synthetic-captures", snapshot_id="v1")

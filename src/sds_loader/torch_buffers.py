@@ -30,6 +30,7 @@ import functools
 import mmap
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch as _torch
@@ -39,7 +40,7 @@ from sds_loader.outputs import Allocator
 PAGE_SIZE = mmap.PAGESIZE
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def torch_dtype(dtype: np.dtype) -> _torch.dtype:
     """The torch dtype that `torch.from_numpy` gives an array of `dtype`."""
     return _torch.from_numpy(np.empty(0, dtype=dtype)).dtype
@@ -78,8 +79,9 @@ class SharedMemorySource(BufferSource):
             return super().new(shape, dtype)
         # _new_shared maps fresh shared memory directly; torch.empty(...).share_memory_()
         # would first allocate private memory and then copy it (uninitialised) across.
-        storage = _torch.UntypedStorage._new_shared(nbytes)
-        tensor = _torch.empty(0, dtype=torch_dtype(np.dtype(dtype))).set_(storage, 0, shape)
+        # (torch's stubs leave _new_shared untyped and know set_ only without a size or with a stride.)
+        storage = _torch.UntypedStorage._new_shared(nbytes)  # type: ignore[no-untyped-call]
+        tensor = _torch.empty(0, dtype=torch_dtype(np.dtype(dtype))).set_(storage, 0, shape)  # type: ignore[call-overload]
         return tensor, tensor.numpy()
 
 
@@ -166,7 +168,7 @@ class PagePool(BufferSource):
         # Blocks are process-local memory; a copy of the pool starts empty.
         return {"max_free": self._max_free}
 
-    def __setstate__(self, state: dict[str, object]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(int(state["max_free"]))  # type: ignore[misc]
 
 

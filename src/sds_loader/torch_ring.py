@@ -68,8 +68,9 @@ class _Block:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.storage = _torch.UntypedStorage._new_shared(HEADER_BYTES + capacity)
-        whole = _torch.empty(0, dtype=_torch.uint8).set_(self.storage, 0, (HEADER_BYTES + capacity,)).numpy()
+        # (torch's stubs leave _new_shared untyped and know set_ only without a size or with a stride.)
+        self.storage = _torch.UntypedStorage._new_shared(HEADER_BYTES + capacity)  # type: ignore[no-untyped-call]
+        whole = _torch.empty(0, dtype=_torch.uint8).set_(self.storage, 0, (HEADER_BYTES + capacity,)).numpy()  # type: ignore[call-overload]
         self.header = whole[:HEADER_BYTES].view(np.int64)
         self.data = whole[HEADER_BYTES:]
         self.base = self.data.ctypes.data
@@ -173,11 +174,11 @@ class WorkerRing(BufferSource):
     def __getstate__(self) -> dict[str, object]:
         return {"blocks": self._max_blocks}
 
-    def __setstate__(self, state: dict[str, object]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(int(state["blocks"]))  # type: ignore[misc]
 
 
-class RingBatch(dict):
+class RingBatch(dict[str, Any]):
     """A collated batch whose tensors lie in a ring block; pickles as the block and offsets.
 
     In the process that made it, it is the plain dict of tensors that
@@ -218,7 +219,7 @@ class _Mapped:
     __slots__ = ("worker", "storage", "header", "data", "held")
 
     def __init__(self, worker: int, storage: _torch.UntypedStorage, capacity: int) -> None:
-        whole = _torch.empty(0, dtype=_torch.uint8).set_(storage, 0, (HEADER_BYTES + capacity,)).numpy()
+        whole = _torch.empty(0, dtype=_torch.uint8).set_(storage, 0, (HEADER_BYTES + capacity,)).numpy()  # type: ignore[call-overload]
         self.worker = worker
         self.storage = storage
         self.header = whole[:HEADER_BYTES].view(np.int64)
@@ -304,7 +305,7 @@ def _receive(
     return batch
 
 
-def _release(token: int, refs: list, pending: list, owner: int) -> None:
+def _release(token: int, refs: list[weakref.ref[np.ndarray]], pending: list[int], owner: int) -> None:
     """Finalizer of each array of a received batch; the last one alive hands the block back."""
     if os.getpid() != owner or any(ref() is not None for ref in refs):
         return  # an inherited copy in a forked child, or other arrays of the batch live on
@@ -321,4 +322,3 @@ def _release(token: int, refs: list, pending: list, owner: int) -> None:
         mapped.header[_LENT] = 0
     if not _alive(mapped.worker):
         registry.blocks.pop(token, None)
-

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -91,7 +92,7 @@ def normalize_starts(starts: Iterable[int] | np.ndarray, count: int) -> np.ndarr
         for value in values:
             if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
                 raise TypeError(f"starts must be integers; got {type(value).__name__} {value!r}")
-            if not -(2**63) <= value < 2**63:
+            if not -(2**63) <= int(value) < 2**63:
                 raise IndexError(f"start {int(value)} is past the end of every record")
         array = np.asarray(values, dtype=np.int64) if values else np.zeros(0, dtype=np.int64)
     if array.size != count:
@@ -112,14 +113,15 @@ def crop_starts(
     lengths = np.asarray(lengths, dtype=np.int64)
     if crop == "start" or window_length is None:
         return np.zeros(lengths.size, dtype=np.int64)
-    room = np.maximum(lengths - window_length, 0)
+    room: np.ndarray = np.maximum(lengths - window_length, 0)
     if crop == "center":
         return room // 2
     draws = _uniform_draws(seed, epoch, np.asarray(ordinals, dtype=np.int64))
     # 53 random bits as a fraction in [0, 1), scaled onto [0, room]: uniform to
     # within 2**-53, for any record length a float64 holds exactly.
     fraction = (draws >> np.uint64(11)).astype(np.float64) * 2.0**-53
-    return np.minimum(np.floor(fraction * (room + 1)).astype(np.int64), room)
+    starts: np.ndarray = np.minimum(np.floor(fraction * (room + 1)).astype(np.int64), room)
+    return starts
 
 
 def _uniform_draws(seed: int, epoch: int, ordinals: np.ndarray) -> np.ndarray:
@@ -130,15 +132,21 @@ def _uniform_draws(seed: int, epoch: int, ordinals: np.ndarray) -> np.ndarray:
         return _mix(ordinals.astype(np.uint64) ^ key)
 
 
-def _mix(value):  # type: ignore[no-untyped-def]
+_Bits = TypeVar("_Bits", np.uint64, np.ndarray)
+
+
+def _mix(value: _Bits) -> _Bits:
     with np.errstate(over="ignore"):
         value = value + np.uint64(0x9E3779B97F4A7C15)
         value = (value ^ (value >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         value = (value ^ (value >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return value ^ (value >> np.uint64(31))
+        mixed: _Bits = value ^ (value >> np.uint64(31))
+        return mixed
 
 
-def cut(data: np.ndarray, axis: int, start: int, length: int, pad: bool, *, ordinal: int, field: str) -> tuple[np.ndarray, int]:
+def cut(
+    data: np.ndarray, axis: int, start: int, length: int, pad: bool, *, ordinal: int, field: str
+) -> tuple[np.ndarray, int]:
     """`data`'s window along `axis` (zero-padded to `length`), and how many positions are valid."""
     total = data.shape[axis]
     if start < 0 or start >= total:

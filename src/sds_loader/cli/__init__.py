@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import signal_dataset as sds
 
+from sds_loader._version import __version__
 from sds_loader.cli import synth as synth_defaults
 from sds_loader.native_tools import NativeUnavailable
 
@@ -41,6 +42,7 @@ def parser() -> argparse.ArgumentParser:
             "or write a synthetic one to try."
         ),
     )
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = top.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     bench = commands.add_parser(
@@ -58,48 +60,67 @@ def parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("path", nargs="?", metavar="PATH", help="dataset to time (default: the built-in one)")
     bench.add_argument(
-        "--batch-size", type=_positive, default=None,
+        "--batch-size",
+        type=_positive,
+        default=None,
         help="records per batch (default 256; 64 for a dataset in object storage)",
     )
     bench.add_argument(
-        "--threads", type=_positive, default=None,
+        "--threads",
+        type=_positive,
+        default=None,
         help="threads for the multi-threaded BatchReader row (default: all cores)",
     )
     bench.add_argument(
-        "--batches", type=_positive, default=None,
+        "--batches",
+        type=_positive,
+        default=None,
         help="batches timed per method (default: up to 16, one epoch at most)",
     )
     bench.add_argument(
-        "--out", metavar="DIR", default=None,
+        "--out",
+        metavar="DIR",
+        default=None,
         help="where to write results; refused if it holds earlier ones (default: a new "
         "bench-results/DATE-TIME)",
     )
     bench.add_argument(
-        "--cache-dir", metavar="DIR", default=None,
+        "--cache-dir",
+        metavar="DIR",
+        default=None,
         help="where the built-in dataset is cached (default: $SDS_LOADER_CACHE_DIR, else "
         "$XDG_CACHE_HOME/sds-loader, else ~/.cache/sds-loader)",
     )
-    bench.add_argument("--inputs", metavar="FIELD", help='field to batch (default "samples", else the largest field)')
-    bench.add_argument("--target", metavar="KEY", help='numeric metadata key to batch as target (default "label" if present)')
     bench.add_argument(
-        "--cold", action="store_true",
+        "--inputs", metavar="FIELD", help='field to batch (default "samples", else the largest field)'
+    )
+    bench.add_argument(
+        "--target", metavar="KEY", help='numeric metadata key to batch as target (default "label" if present)'
+    )
+    bench.add_argument(
+        "--cold",
+        action="store_true",
         help="drop the shards' pages from the page cache before every pass and time "
         "BatchReader at its default thread count and at 1, 2, 8 and 32 threads",
     )
     bench.add_argument("--no-progress", action="store_true", help="no progress bars")
     bench.add_argument(
-        "--requests-in-flight", type=_positive, default=None,
+        "--requests-in-flight",
+        type=_positive,
+        default=None,
         help="ranged GETs in flight for a dataset in object storage (default 32)",
     )
     bench.add_argument(
-        "--loader", action="store_true",
+        "--loader",
+        action="store_true",
         help=(
             "time whole DataLoader epochs instead: 2 workers against 0, CPU per batch spent "
             "delivering it, and ShardAwareSampler against shuffle=True with shard pages dropped"
         ),
     )
     bench.add_argument(
-        "--windows", action="store_true",
+        "--windows",
+        action="store_true",
         help=(
             "time 4,096-sample windows at random starts of a built-in long-capture dataset "
             "(1 Mi samples each) against signal_dataset reading whole captures and slicing"
@@ -154,20 +175,28 @@ def parser() -> argparse.ArgumentParser:
     )
     synth.add_argument("path", metavar="PATH", help="dataset root to create")
     synth.add_argument(
-        "--records", type=_positive, default=synth_defaults.DEFAULT_RECORDS,
+        "--records",
+        type=_positive,
+        default=synth_defaults.DEFAULT_RECORDS,
         help=f"captures to write (default {synth_defaults.DEFAULT_RECORDS})",
     )
     synth.add_argument(
-        "--length", type=_positive, default=synth_defaults.DEFAULT_LENGTH,
+        "--length",
+        type=_positive,
+        default=synth_defaults.DEFAULT_LENGTH,
         help=f"samples per capture (default {synth_defaults.DEFAULT_LENGTH})",
     )
     synth.add_argument(
-        "--variable-length", action="store_true",
+        "--variable-length",
+        action="store_true",
         help="draw each capture's length between LENGTH/2 and LENGTH (records then differ in shape)",
     )
     synth.add_argument(
-        "--writer-options", metavar="OPTIONS",
-        help='ArrayRecord writer options, e.g. "group_size:1,uncompressed" (default: signal_dataset\'s, zstd)',
+        "--writer-options",
+        metavar="OPTIONS",
+        help=(
+            'ArrayRecord writer options, e.g. "group_size:1,uncompressed" (default: signal_dataset\'s, zstd)'
+        ),
     )
     synth.add_argument("--seed", type=int, default=0, help="seed of the captures (default 0)")
     synth.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -193,8 +222,7 @@ def _bench_remote(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from sds_loader.cli.bench import BenchConfig, remote, run
-    from sds_loader.cli.bench import report
+    from sds_loader.cli.bench import BenchConfig, remote, report, run
 
     if remote.is_remote(args.path):
         return _bench_remote(args)
@@ -267,11 +295,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sds_loader.cli import synth
 
             return synth.run(
-                args.path, records=args.records, length=args.length, variable_length=args.variable_length,
-                writer_options=args.writer_options, seed=args.seed, show_progress=not args.no_progress,
+                args.path,
+                records=args.records,
+                length=args.length,
+                variable_length=args.variable_length,
+                writer_options=args.writer_options,
+                seed=args.seed,
+                show_progress=not args.no_progress,
             )
     except (
-        NativeUnavailable, FileNotFoundError, FileExistsError, NotADirectoryError, ValueError, sds.SignalDatasetError
+        NativeUnavailable,
+        FileNotFoundError,
+        FileExistsError,
+        NotADirectoryError,
+        ValueError,
+        sds.SignalDatasetError,
     ) as exc:
         print(f"sds-loader {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -140,13 +140,16 @@ def render(report: Mapping[str, Any]) -> str:
     if report["shards_unavailable"]:
         lines.append(f"shards    not listed: {report['shards_unavailable']}")
     else:
-        lines.append(
-            f"shards    {len(report['shards'])} data, {report.get('metadata_shards', 0)} metadata"
-        )
+        lines.append(f"shards    {len(report['shards'])} data, {report.get('metadata_shards', 0)} metadata")
     if report["fields"]:
         lines.append("fields    (as record 0 stores them)")
         field_rows = [
-            [f"  {name}", spec["dtype"], "(" + ", ".join(map(str, spec["shape"])) + ")", " ".join(spec["axes"])]
+            [
+                f"  {name}",
+                spec["dtype"],
+                "(" + ", ".join(map(str, spec["shape"])) + ")",
+                " ".join(spec["axes"]),
+            ]
             for name, spec in report["fields"].items()
         ]
         lines.extend(table(["  name", "dtype", "shape", "axes"], field_rows).splitlines())
@@ -163,7 +166,11 @@ def render(report: Mapping[str, Any]) -> str:
             header += ["compression", "group", "decoded", "chunk data", "disk saved"]
         rows = []
         for shard in shards:
-            row = [_short(os.path.relpath(shard["path"], root)), f"{shard['records']:,}", size(shard["file_size"])]
+            row = [
+                _short(os.path.relpath(shard["path"], root)),
+                f"{shard['records']:,}",
+                size(shard["file_size"]),
+            ]
             if detailed:
                 row += _detail(shard)
             rows.append(row)
@@ -172,7 +179,9 @@ def render(report: Mapping[str, Any]) -> str:
         if detailed:
             total += ["", "", size(totals["decoded_bytes"]), size(totals["encoded_bytes"]), _saved(totals)]
         rows.append(total)
-        lines.append(table(header, rows, right=[False, True, True, False, True, True, True, True][: len(header)]))
+        lines.append(
+            table(header, rows, right=[False, True, True, False, True, True, True, True][: len(header)])
+        )
         if detailed:
             options = sorted({shard.get("writer_options") or "" for shard in shards} - {""})
             if options:

@@ -32,17 +32,30 @@ class Progress(Protocol):
 
 
 def progress(
-    total: int, desc: str, *, unit: str = "rec", in_bytes: bool = False, enabled: bool = True,
-    leave: bool = True, file: IO[str] | None = None,
+    total: int,
+    desc: str,
+    *,
+    unit: str = "rec",
+    in_bytes: bool = False,
+    enabled: bool = True,
+    leave: bool = True,
+    file: IO[str] | None = None,
 ) -> Progress:
     """A bar on a terminal, lines in a log, nothing when not `enabled`."""
     stream = file if file is not None else sys.stderr
     if enabled and not _is_terminal(stream):
         return LineProgress(total, desc, unit="B" if in_bytes else unit, in_bytes=in_bytes, file=stream)
-    return tqdm(
-        total=total, desc=desc, unit="B" if in_bytes else unit, unit_scale=in_bytes, leave=leave,
-        disable=not enabled, file=stream, dynamic_ncols=True,
+    bar: Progress = tqdm(
+        total=total,
+        desc=desc,
+        unit="B" if in_bytes else unit,
+        unit_scale=in_bytes,
+        leave=leave,
+        disable=not enabled,
+        file=stream,
+        dynamic_ncols=True,
     )
+    return bar
 
 
 def _is_terminal(stream: IO[str]) -> bool:
@@ -56,7 +69,14 @@ class LineProgress:
     """Whole lines of progress, at most one every `interval` seconds."""
 
     def __init__(
-        self, total: int, desc: str, *, unit: str, in_bytes: bool, file: IO[str], interval: float | None = None
+        self,
+        total: int,
+        desc: str,
+        *,
+        unit: str,
+        in_bytes: bool,
+        file: IO[str],
+        interval: float | None = None,
     ) -> None:
         self.total = total
         self.desc = desc

@@ -30,13 +30,19 @@ def run(
 ) -> int:
     with progress(records, f"writing {path}", enabled=show_progress) as bar:
         dataset = synthetic.write_captures(
-            path, records, length, seed, variable_length=variable_length,
-            writer_options=writer_options, on_record=lambda: bar.update(1),
+            path,
+            records,
+            length,
+            seed,
+            variable_length=variable_length,
+            writer_options=writer_options,
+            on_record=lambda: bar.update(1),
         )
     samples = f"{length // 2} to {length}" if variable_length else f"{length}"
     levels = ", ".join(f"{level:g}" for level in synthetic.SNR_LEVELS_DB)
     print(
-        f"wrote {len(dataset)} captures of {samples} complex64 samples to {path} ({size(_disk_bytes(path))} on disk):\n"
+        f"wrote {len(dataset)} captures of {samples} complex64 samples to {path} "
+        f"({size(_disk_bytes(path))} on disk):\n"
         f"  field 'samples'; metadata 'label' (0-{len(synthetic.MODULATIONS) - 1}: "
         f"{', '.join(synthetic.MODULATIONS)}), 'modulation', 'snr_db' ({levels})\n"
         f"next: sds-loader inspect {path}"

@@ -31,7 +31,9 @@ def rate(n: float) -> str:
     return f"{n:.2f}"
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[bool] | None = None) -> str:
+def table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[bool] | None = None
+) -> str:
     """Columns padded to their widest cell; `right[i]` right-aligns column i."""
     align = list(right) if right is not None else [False] * len(header)
     widths = [len(cell) for cell in header]
@@ -48,7 +50,9 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequen
     return "\n".join([line(header), line(["-" * width for width in widths])] + [line(row) for row in rows])
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[bool] | None = None) -> str:
+def markdown_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[bool] | None = None
+) -> str:
     """The same table as GitHub-flavoured markdown."""
     align = list(right) if right is not None else [False] * len(header)
 

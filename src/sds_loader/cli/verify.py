@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -75,7 +76,9 @@ class Report:
         }
 
 
-def check_shard(shard: ShardFile, verify_shard, kind: str = "data") -> ShardResult:
+def check_shard(
+    shard: ShardFile, verify_shard: Callable[[str], Sequence[Mapping[str, Any]]], kind: str = "data"
+) -> ShardResult:
     """One shard's problems; an unreadable file is one problem, not an exception."""
     try:
         file_size = os.path.getsize(shard.path)
@@ -132,7 +135,9 @@ def verify(path: str, *, progress: bool = True) -> Report:
     verify_data = native_tools.function("verify_shard")
     dataset = open_dataset(path)
     work = [(shard, verify_data, "data") for shard in shard_files(dataset)]
-    work += [(shard, verify_metadata.verify_shard, "metadata") for shard in shard_files(dataset, metadata=True)]
+    work += [
+        (shard, verify_metadata.verify_shard, "metadata") for shard in shard_files(dataset, metadata=True)
+    ]
     total = 0
     for shard, _, _ in work:
         try:
@@ -161,7 +166,9 @@ def render(report: Report) -> str:
     lines = [f"CORRUPT: {len(corrupt)} of {checked}"]
     root = report.root.removeprefix("file://")
     for shard in corrupt:
-        lines.append(f"{shard.kind} shard {os.path.relpath(shard.path, root)}: {len(shard.problems)} problem(s)")
+        lines.append(
+            f"{shard.kind} shard {os.path.relpath(shard.path, root)}: {len(shard.problems)} problem(s)"
+        )
         for problem in shard.problems[:SHOWN_PER_SHARD]:
             lines.append("  " + _describe(problem))
         if len(shard.problems) > SHOWN_PER_SHARD:

@@ -80,8 +80,7 @@ def default_replicas(num_replicas: int | None, rank: int | None) -> tuple[int, i
         raise ValueError("num_replicas must be at least 1")
     if rank >= num_replicas:
         raise ValueError(
-            f"rank {rank} is out of range for {num_replicas} replicas; ranks run from 0 to "
-            f"{num_replicas - 1}"
+            f"rank {rank} is out of range for {num_replicas} replicas; ranks run from 0 to {num_replicas - 1}"
         )
     return num_replicas, rank
 
@@ -135,7 +134,7 @@ class EpochSampler(Sampler[Item], Generic[Item]):
         """Items in one whole epoch, before partitioning (the same every epoch)."""
         raise NotImplementedError
 
-    def _epoch_items(self, rng: np.random.Generator | None) -> Sequence[Item]:
+    def _epoch_items(self, rng: np.random.Generator | None) -> Sequence[Item] | np.ndarray:
         """Every item of the epoch in order; `rng` is None when `shuffle` is off."""
         raise NotImplementedError
 
@@ -181,7 +180,8 @@ class EpochSampler(Sampler[Item], Generic[Item]):
             return []
         _, positions = rank_slice(count, self.num_replicas, self.rank, self.drop_last)
         if isinstance(items, np.ndarray):  # yield Python ints, as torch's samplers do
-            return items[np.arange(positions.start, positions.stop) % count].tolist()
+            chosen: list[Item] = items[np.arange(positions.start, positions.stop) % count].tolist()
+            return chosen
         if positions.stop <= count:
             return list(items[positions.start : positions.stop])
         return [items[position % count] for position in positions]

@@ -40,7 +40,6 @@ from sds_loader.samplers.contract import EpochSampler, positive_int
 _LENGTHS_PER_READ = 4096
 
 
-
 def record_lengths(dataset: object, axis: str) -> np.ndarray:
     """Every record's length along `axis`, from the dataset's record metadata."""
     uri = getattr(dataset, "uri", dataset)

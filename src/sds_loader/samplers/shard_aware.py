@@ -84,7 +84,6 @@ from sds_loader.addressing import shard_table
 from sds_loader.samplers.contract import EpochSampler, non_negative_int, positive_int
 
 
-
 def _stored_runs(dataset: object) -> tuple[int, np.ndarray, np.ndarray]:
     """(records, first ordinal of each stretch stored contiguously, its first record in the shard).
 
@@ -123,7 +122,9 @@ def cut_runs(starts: np.ndarray, skips: np.ndarray, run_length: int) -> np.ndarr
             continue
         aligned = first + (-skip) % run_length
         pieces.append(np.array([first], dtype=np.int64))
-        pieces.append(np.arange(aligned if aligned > first else aligned + run_length, stop, run_length, dtype=np.int64))
+        pieces.append(
+            np.arange(aligned if aligned > first else aligned + run_length, stop, run_length, dtype=np.int64)
+        )
     pieces.append(starts[-1:].astype(np.int64))
     return np.concatenate(pieces)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import signal_dataset as sds
@@ -48,15 +49,15 @@ class _Bound(Runner):
         for file in np.unique(files).tolist():
             yield self.table.paths[file], locals_[files == file].tolist()
 
-    def gather(self, batch: np.ndarray) -> list:
+    def gather(self, batch: np.ndarray) -> list[Any]:
         raise NotImplementedError
 
-    def time_call(self, items: list, repeats: int) -> float:
+    def time_call(self, items: list[Any], repeats: int) -> float:
         raise NotImplementedError
 
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
         self.elapsed = 0.0
-        pending: list = []
+        pending: list[Any] = []
         pending_bytes = 0
         for batch in batches:
             items = self.gather(batch)
@@ -69,14 +70,14 @@ class _Bound(Runner):
         if pending:
             self.elapsed += self._timed(pending)
 
-    def _timed(self, items: list) -> float:
+    def _timed(self, items: list[Any]) -> float:
         once = self.time_call(items, 1)
         if once >= MIN_CALL_SECONDS:
             return once
         repeats = max(2, min(MAX_REPEATS, math.ceil(MIN_CALL_SECONDS / max(once, 1e-9))))
         return self.time_call(items, repeats) / repeats
 
-    def size_of(self, item) -> int:
+    def size_of(self, item: Any) -> int:
         raise NotImplementedError
 
     def timed_seconds(self) -> float | None:
@@ -96,7 +97,7 @@ class _Decompress(_Bound):
         self.payloads = native_tools.function("chunk_payloads")
         self.decompress = native_tools.function("bound_decompress")
 
-    def gather(self, batch: np.ndarray) -> list:
+    def gather(self, batch: np.ndarray) -> list[Any]:
         # A chunk of several records is decompressed once per batch, as the
         # reader does; with one record per chunk nothing is dropped here.
         unique: dict[tuple[str, bytes], tuple[str, bytes, int]] = {}
@@ -108,7 +109,7 @@ class _Decompress(_Bound):
     def size_of(self, item: tuple[str, bytes, int]) -> int:
         return len(item[1])
 
-    def time_call(self, items: list, repeats: int) -> float:
+    def time_call(self, items: list[Any], repeats: int) -> float:
         return float(self.decompress(items, repeats, self.batch_rows))
 
     def note(self) -> str:
@@ -128,9 +129,9 @@ class _Memcpy(_Bound):
         self.native_reason = native_tools.unavailable_reason("bound_memcpy", short=True)
         self.copy = None if self.native_reason else native_tools.function("bound_memcpy")
 
-    def gather(self, batch: np.ndarray) -> list:
+    def gather(self, batch: np.ndarray) -> list[Any]:
         files, locals_ = self.table.locate(batch)
-        buffers = []
+        buffers: list[bytes] = []
         for file in np.unique(files).tolist():
             buffers.extend(bytes(value) for value in self.readers[file].read(locals_[files == file].tolist()))
         return buffers
@@ -138,7 +139,7 @@ class _Memcpy(_Bound):
     def size_of(self, item: bytes) -> int:
         return len(item)
 
-    def time_call(self, items: list, repeats: int) -> float:
+    def time_call(self, items: list[Any], repeats: int) -> float:
         if self.copy is not None:
             return float(self.copy(items, repeats))
         # Without the extension: the same copies through numpy, which is a
@@ -182,18 +183,18 @@ class _Read(_Bound):
         self.extents = native_tools.function("chunk_extents")
         self.read = native_tools.function("bound_read")
 
-    def gather(self, batch: np.ndarray) -> list:
+    def gather(self, batch: np.ndarray) -> list[Any]:
         # A chunk is read once per batch however many of its records it holds.
-        unique: dict[tuple[str, int], tuple] = {}
+        unique: dict[tuple[str, int], tuple[Any, ...]] = {}
         for path, records in self._groups(batch):
             for item in self.extents(path, records):
                 unique.setdefault((item[0], item[3]), item)
         return list(unique.values())
 
-    def size_of(self, item: tuple) -> int:
+    def size_of(self, item: tuple[Any, ...]) -> int:
         return int(item[2])
 
-    def time_call(self, items: list, repeats: int) -> float:
+    def time_call(self, items: list[Any], repeats: int) -> float:
         return float(self.read(items, repeats, self.hash, self.batch_rows))
 
     def note(self) -> str:

@@ -87,13 +87,18 @@ def method_table(default_threads: int) -> list[tuple[str, str, Callable[[Plan], 
     """(key, label, runner factory) of every row of a cold variant, in table order."""
     rows = [
         ("sds_getitems", "SDS Dataset.__getitems__ + default_collate, cold", cold(methods.sds_getitems)),
-        ("batchreader_default",
-         f"BatchReader.read, default ({threads_label(default_threads)}), cold",
-         cold(methods.batch_reader(None))),
+        (
+            "batchreader_default",
+            f"BatchReader.read, default ({threads_label(default_threads)}), cold",
+            cold(methods.batch_reader(None)),
+        ),
     ]
     rows += [
-        (f"batchreader_{threads}", f"BatchReader.read, {threads_label(threads)}, cold",
-         cold(methods.batch_reader(threads)))
+        (
+            f"batchreader_{threads}",
+            f"BatchReader.read, {threads_label(threads)}, cold",
+            cold(methods.batch_reader(threads)),
+        )
         for threads in THREADS
     ]
     rows += [

@@ -18,10 +18,11 @@ holds it, on each variant of the dataset:
 - **cold**: one epoch with every shard's pages dropped from the page cache
   first (``posix_fadvise(DONTNEED)``), in `ShardAwareSampler` order
   without and with readahead (two batches ahead) against ``shuffle=True``,
-  and the ratios of records/s (readahead of two batches is the default). A warm epoch of the sampler's DataLoader is decoding's pace: once
-  the disk keeps up, no cold order runs faster. On a disk that holds the dataset in its own
-  cache (a VM's virtual disk, say), "cold" is warmer than a real cold read,
-  and the ratio smaller.
+  and the ratios of records/s (readahead of two batches is the default). A
+  warm epoch of the sampler's DataLoader is decoding's pace: once the disk
+  keeps up, no cold order runs faster. On a disk that holds the dataset in
+  its own cache (a VM's virtual disk, say), "cold" is warmer than a real
+  cold read, and the ratio smaller.
 """
 
 from __future__ import annotations
@@ -35,10 +36,17 @@ import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from sds_loader.cli.bench.plan import Plan
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
+
+    from sds_loader.cli.bench.run import BenchConfig
+    from sds_loader.torch import SDSTorchDataset
 
 #: Epochs timed per repeat of a worker row (after one untimed epoch that
 #: starts the workers and warms the page cache).
@@ -77,17 +85,17 @@ def _cpu_seconds(pids: Iterable[int]) -> float:
 
 
 def _children() -> list[int]:
-    return [child.pid for child in multiprocessing.active_children()]
+    return [child.pid for child in multiprocessing.active_children() if child.pid is not None]
 
 
-def _dataset(plan: Plan, worker_blocks: int | None = None):
+def _dataset(plan: Plan, worker_blocks: int | None = None) -> SDSTorchDataset:
     from sds_loader.torch import SDSTorchDataset
 
-    extra = {} if worker_blocks is None else {"worker_blocks": worker_blocks}
+    extra: dict[str, Any] = {} if worker_blocks is None else {"worker_blocks": worker_blocks}
     return SDSTorchDataset(plan.uri, inputs=plan.inputs, target=plan.target, **extra)
 
 
-def _epochs(loader, epochs: int) -> tuple[int, int, float, float]:
+def _epochs(loader: Iterable[Any], epochs: int) -> tuple[int, int, float, float]:
     """(records, batches, wall seconds, CPU seconds of this process and its children)."""
     held = None
     records = batches = 0
@@ -106,8 +114,14 @@ def _epochs(loader, epochs: int) -> tuple[int, int, float, float]:
 
 
 def _loader(
-    plan: Plan, batch_size: int, *, workers: int, sampler=None, seed: int = 0, worker_blocks: int | None = None
-):
+    plan: Plan,
+    batch_size: int,
+    *,
+    workers: int,
+    sampler: Any = None,
+    seed: int = 0,
+    worker_blocks: int | None = None,
+) -> DataLoader[Any]:
     import torch
     from torch.utils.data import DataLoader
 
@@ -145,21 +159,34 @@ def _decode_cpu_per_batch(plan: Plan, batch_size: int) -> float:
     return (time.process_time() - started) / len(batches)
 
 
-def workers_rows(plan: Plan, batch_size: int, *, epochs: int = EPOCHS, repeats: int = REPEATS) -> list[LoaderRow]:
+def workers_rows(
+    plan: Plan, batch_size: int, *, epochs: int = EPOCHS, repeats: int = REPEATS
+) -> list[LoaderRow]:
     """0 workers, 2 workers with the block ring, and 2 workers with a fresh block per batch."""
     setups = {
         "w0": (0, None, "DataLoader, 0 workers"),
         "ring": (WORKERS, None, f"DataLoader, {WORKERS} workers"),
         "fresh": (WORKERS, 0, f"DataLoader, {WORKERS} workers, a fresh block per batch"),
     }
-    rates = {key: LoaderRow(plan.variant, f"loader_{key}", label, unit="rec/s") for key, (_, _, label) in setups.items()}
+    rates = {
+        key: LoaderRow(plan.variant, f"loader_{key}", label, unit="rec/s")
+        for key, (_, _, label) in setups.items()
+    }
     delivery = {
-        key: LoaderRow(plan.variant, f"delivery_{key}", f"delivery per batch: {label.removeprefix('DataLoader, ')}", unit="ms CPU")
+        key: LoaderRow(
+            plan.variant,
+            f"delivery_{key}",
+            f"delivery per batch: {label.removeprefix('DataLoader, ')}",
+            unit="ms CPU",
+        )
         for key, (_, _, label) in setups.items()
     }
     share = {
-        key: LoaderRow(plan.variant, f"share_{key}", f"{label.removeprefix('DataLoader, ')}, as % of 0 workers", unit="%")
-        for key, (_, _, label) in setups.items() if key != "w0"
+        key: LoaderRow(
+            plan.variant, f"share_{key}", f"{label.removeprefix('DataLoader, ')}, as % of 0 workers", unit="%"
+        )
+        for key, (_, _, label) in setups.items()
+        if key != "w0"
     }
     decodes = []
     spent: dict[str, list[float]] = {key: [] for key in setups}
@@ -197,7 +224,7 @@ def drop_pages(paths: Iterable[str]) -> None:
 
 
 def cold_rows(plan: Plan, batch_size: int, *, repeats: int = REPEATS, workers: int = 0) -> list[LoaderRow]:
-    """Cold epochs: shuffle=True, and ShardAwareSampler without and with readahead; a warm one; ratios per repeat.
+    """Cold epochs (shuffle=True, ShardAwareSampler without, with readahead), a warm one, ratios per repeat.
 
     The warm epoch (the sampler's DataLoader again, its pages now cached)
     is decoding's pace: once the disk keeps up, no cold order runs faster.
@@ -214,15 +241,22 @@ def cold_rows(plan: Plan, batch_size: int, *, repeats: int = REPEATS, workers: i
     }
     rows = {
         "shuffle": LoaderRow(plan.variant, "cold_shuffle", "cold epoch, shuffle=True", unit="rec/s"),
-        **{key: LoaderRow(plan.variant, f"cold_{key}", f"cold epoch, {label}", unit="rec/s")
-           for key, label in labels.items()},
+        **{
+            key: LoaderRow(plan.variant, f"cold_{key}", f"cold epoch, {label}", unit="rec/s")
+            for key, label in labels.items()
+        },
         "warm": LoaderRow(plan.variant, "warm_shard_aware", "warm epoch, ShardAwareSampler", unit="rec/s"),
     }
     ratios = {
-        **{key: LoaderRow(plan.variant, f"cold_ratio_{key}", f"{label} / shuffle=True, cold", unit="x")
-           for key, label in labels.items()},
+        **{
+            key: LoaderRow(plan.variant, f"cold_ratio_{key}", f"{label} / shuffle=True, cold", unit="x")
+            for key, label in labels.items()
+        },
         "warm": LoaderRow(
-            plan.variant, "cold_bound", "bound: warm ShardAwareSampler / cold shuffle=True", unit="x",
+            plan.variant,
+            "cold_bound",
+            "bound: warm ShardAwareSampler / cold shuffle=True",
+            unit="x",
             note="decoding's pace, measured in the same repeat",
         ),
     }
@@ -238,7 +272,7 @@ def cold_rows(plan: Plan, batch_size: int, *, repeats: int = REPEATS, workers: i
             loader = _loader(plan, batch_size, workers=workers, sampler=sampler, seed=repeat)
             # The kernel keeps pages a process has mapped, and a reader maps
             # the shards it reads warm: it lets go of its files first.
-            loader.dataset.reader.close()
+            cast("SDSTorchDataset", loader.dataset).reader.close()
             drop_pages(paths)
             records, _, wall, _ = _epochs(loader, 1)
             rate[name] = records / wall
@@ -256,7 +290,7 @@ def cold_rows(plan: Plan, batch_size: int, *, repeats: int = REPEATS, workers: i
     return [*rows.values(), *ratios.values()]
 
 
-def main(config) -> str:
+def main(config: BenchConfig) -> str:
     """Run every loader row for `config` (a BenchConfig); write loader.md to its --out; return the table."""
     from sds_loader.cli.bench.run import plans_for, results_dir
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import functools
 import gc
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import signal_dataset as sds
@@ -33,7 +34,7 @@ ARRAY_RECORD_OPTIONS = "readahead_buffer_size:0,max_parallelism:0"
 
 
 @functools.cache
-def _torch():
+def _torch() -> tuple[Any, Any, Any]:
     try:
         import torch
         from torch.utils.data import DataLoader, default_collate
@@ -60,10 +61,10 @@ class _Batches:
 
 
 class _LoaderRunner(Runner):
-    def __init__(self, loader, sampler: _Batches) -> None:
+    def __init__(self, loader: Any, sampler: _Batches) -> None:
         self.loader = loader
         self.sampler = sampler
-        self.held = None
+        self.held: object = None
 
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
         self.sampler.current = [batch.tolist() for batch in batches]
@@ -76,7 +77,9 @@ class _LoaderRunner(Runner):
         gc.collect()
 
 
-def _loader(dataset, *, workers: int = 0, collate_fn=None) -> _LoaderRunner:
+def _loader(
+    dataset: object, *, workers: int = 0, collate_fn: Callable[..., Any] | None = None
+) -> _LoaderRunner:
     _, DataLoader, _ = _torch()
     sampler = _Batches()
     loader = DataLoader(
@@ -103,20 +106,21 @@ class GuideAdapter:
         self._uri = uri
         self._inputs = inputs
         self._target = target
-        self._dataset = None
-        self._pid = None
+        self._dataset: sds.Dataset | None = None
+        self._pid: int | None = None
 
     def _open(self) -> sds.Dataset:
         pid = os.getpid()
-        if self._dataset is None or self._pid != pid:
-            self._dataset = sds.open(self._uri)
+        dataset = self._dataset
+        if dataset is None or self._pid != pid:
+            dataset = self._dataset = sds.open(self._uri)
             self._pid = pid
-        return self._dataset
+        return dataset
 
     def __len__(self) -> int:
         return len(self._open())
 
-    def __getitem__(self, index: int):
+    def __getitem__(self, index: int) -> dict[str, Any]:
         torch, _, _ = _torch()
         record = self._open()[index]
         item = {"inputs": torch.from_numpy(record[self._inputs].data.copy())}
@@ -147,7 +151,7 @@ class _GetItems(Runner):
         self.inputs = plan.inputs
         self.target = plan.target
 
-    def _item(self, record: sds.Record):
+    def _item(self, record: sds.Record) -> dict[str, Any]:
         item = {"inputs": self.torch.from_numpy(record[self.inputs].data.copy())}
         if self.target is not None:
             item["target"] = self.torch.tensor(record.metadata[self.target])
@@ -182,8 +186,7 @@ class _ArrayRecord(Runner):
         for batch in batches:
             files, locals_ = self.table.locate(batch)
             self.held = [
-                self.readers[file].read(locals_[files == file].tolist())
-                for file in np.unique(files).tolist()
+                self.readers[file].read(locals_[files == file].tolist()) for file in np.unique(files).tolist()
             ]
             yield batch.size
 
@@ -203,12 +206,16 @@ def array_record_read(plan: Plan) -> Runner:
 
 
 class _BatchReader(Runner):
-    def __init__(self, plan: Plan, threads: int, verify_checksums: bool) -> None:
+    def __init__(self, plan: Plan, threads: int | None, verify_checksums: bool) -> None:
         from sds_loader import BatchReader
 
         targets = (plan.target,) if plan.target is not None else ()
         self.reader = BatchReader(
-            plan.uri, fields=[plan.inputs], targets=targets, threads=threads, verify_checksums=verify_checksums
+            plan.uri,
+            fields=[plan.inputs],
+            targets=targets,
+            threads=threads,
+            verify_checksums=verify_checksums,
         )
 
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
@@ -226,12 +233,13 @@ class _BatchReader(Runner):
             reason = self.reader.native_unavailable_reason or "records the native core declined"
             return f"signal_dataset fallback: {reason}"
         if stats.fallback_records:
-            return f"{stats.fallback_records} of {stats.fallback_records + stats.native_records} records via fallback"
+            total = stats.fallback_records + stats.native_records
+            return f"{stats.fallback_records} of {total} records via fallback"
         return ""
 
 
-def batch_reader(threads: int, *, verify_checksums: bool = True):
-    def open_runner(plan: Plan) -> Runner:
+def batch_reader(threads: int | None, *, verify_checksums: bool = True) -> Callable[[Plan], _BatchReader]:
+    def open_runner(plan: Plan) -> _BatchReader:
         return _BatchReader(plan, threads, verify_checksums)
 
     return open_runner
@@ -240,7 +248,7 @@ def batch_reader(threads: int, *, verify_checksums: bool = True):
 # -- sds_loader.torch ----------------------------------------------------------
 
 
-def torch_loader(workers: int):
+def torch_loader(workers: int) -> Callable[[Plan], Runner]:
     def open_runner(plan: Plan) -> Runner:
         _torch()
         try:

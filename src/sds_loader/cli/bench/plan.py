@@ -101,9 +101,15 @@ def choose_fields(dataset: sds.Dataset, inputs: str | None, target: str | None) 
     first = dataset.record_metadata[0]
     names = sorted(first.fields)
     if inputs is None:
-        inputs = "samples" if "samples" in first.fields else max(names, key=lambda name: field_bytes(dataset, name))
+        inputs = (
+            "samples"
+            if "samples" in first.fields
+            else max(names, key=lambda name: field_bytes(dataset, name))
+        )
     elif inputs not in first.fields:
-        raise ValueError(f"record 0 has no field {inputs!r}; its fields are {names}. Pass --inputs with one of them.")
+        raise ValueError(
+            f"record 0 has no field {inputs!r}; its fields are {names}. Pass --inputs with one of them."
+        )
     if target is None:
         value = first.metadata.get("label")
         target = "label" if isinstance(value, int | float) else None

@@ -177,8 +177,11 @@ def chart(path: str, rows: Sequence[Row], plans: Mapping[str, Plan]) -> str | No
         axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
         axis.set_title(f"{variant}: records/s, log scale (higher is better)", fontsize=9)
     figure.text(
-        0.01, 0.005, "orange: without sds-loader   blue: sds-loader   grey: bounds (one core)",
-        fontsize=7, color="#555555",
+        0.01,
+        0.005,
+        "orange: without sds-loader   blue: sds-loader   grey: bounds (one core)",
+        fontsize=7,
+        color="#555555",
     )
     figure.tight_layout(rect=(0, 0.02, 1, 1))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -20,7 +20,8 @@ from importlib import metadata
 from typing import Any
 
 from sds_loader import native_tools
-from sds_loader.cli.bench import bounds, builtin, cold, methods, plan as planning, report, small_batches
+from sds_loader.cli.bench import bounds, builtin, cold, methods, report, small_batches
+from sds_loader.cli.bench import plan as planning
 from sds_loader.cli.bench.plan import Plan
 from sds_loader.cli.bench.timing import PASSES, PASSES_NOTE, Row, Runner, measure
 from sds_loader.cli.progress import progress as progress_bar
@@ -76,18 +77,28 @@ def method_table(threads: int) -> list[tuple[str, str, Callable[[Plan], Runner]]
         ("sds_getitems", "SDS Dataset.__getitems__ + default_collate", methods.sds_getitems),
         ("array_record_read", "array_record read(indices)", methods.array_record_read),
         ("batchreader_1", "BatchReader.read, 1 thread", methods.batch_reader(1)),
-        ("batchreader_1_unverified", "BatchReader.read, 1 thread, checksums off",
-         methods.batch_reader(1, verify_checksums=False)),
-        ("batchreader_all", f"BatchReader.read, {threads} thread{'s' * (threads != 1)}", methods.batch_reader(threads)),
+        (
+            "batchreader_1_unverified",
+            "BatchReader.read, 1 thread, checksums off",
+            methods.batch_reader(1, verify_checksums=False),
+        ),
+        (
+            "batchreader_all",
+            f"BatchReader.read, {threads} thread{'s' * (threads != 1)}",
+            methods.batch_reader(threads),
+        ),
     ]
     rows += small_batches.method_rows()
     # In the main process the dataset's reader takes the default thread
     # count; in a DataLoader worker, one.
     in_main = small_batches.threads_label(default_threads())
     rows += [
-        (f"torch_w{workers}",
-         f"SDSTorchDataset + collate, {workers} workers, " + (in_main if workers == 0 else "1 thread each"),
-         methods.torch_loader(workers))
+        (
+            f"torch_w{workers}",
+            f"SDSTorchDataset + collate, {workers} workers, "
+            + (in_main if workers == 0 else "1 thread each"),
+            methods.torch_loader(workers),
+        )
         for workers in WORKER_COUNTS
     ]
     rows += [
@@ -102,15 +113,22 @@ def method_table(threads: int) -> list[tuple[str, str, Callable[[Plan], Runner]]
 def plans_for(config: BenchConfig) -> dict[str, Plan]:
     if config.path is not None:
         one = planning.make(
-            config.path, batch_size=config.batch_size, batches=config.batches,
-            inputs=config.inputs, target=config.target,
+            config.path,
+            batch_size=config.batch_size,
+            batches=config.batches,
+            inputs=config.inputs,
+            target=config.target,
         )
         return {one.variant: one}
     roots = builtin.ensure(config.builtin_records, progress=config.progress, directory=config.cache_dir)
     return {
         variant: planning.make(
-            root, batch_size=config.batch_size, batches=config.batches,
-            inputs=config.inputs, target=config.target, variant=variant,
+            root,
+            batch_size=config.batch_size,
+            batches=config.batches,
+            inputs=config.inputs,
+            target=config.target,
+            variant=variant,
             compression=builtin.COMPRESSION[variant],
             source=builtin.describe(variant, root),
         )
@@ -138,7 +156,7 @@ def context(config: BenchConfig, threads: int) -> dict[str, Any]:
 
     return {
         "format": "sds-loader-bench/1",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": config.command,
         "batch_size": config.batch_size,
         "threads": threads,
@@ -152,8 +170,7 @@ def context(config: BenchConfig, threads: int) -> dict[str, Any]:
             "python": sys.version.split()[0],
         },
         "versions": {
-            name: version(name)
-            for name in ("sds-loader", "signal-dataset", "array-record", "torch", "numpy")
+            name: version(name) for name in ("sds-loader", "signal-dataset", "array-record", "torch", "numpy")
         },
         "native": native_tools.unavailable_reason("shard_summary") or "built",
     }
@@ -237,10 +254,10 @@ def readme_section(result: BenchResult) -> str:
     return (
         f"Measured {doc['date'][:10]} with `{doc['command']}` on {machine['cpu']} "
         f"({machine['cpu_count']} cores), Python {machine['python']}, "
-        f"signal-dataset {doc['versions']['signal-dataset']}, array-record {doc['versions']['array-record']}, "
+        f"signal-dataset {doc['versions']['signal-dataset']}, "
+        f"array-record {doc['versions']['array-record']}, "
         f"torch {doc['versions']['torch']}.\n\n"
-        + report.legend(result.plans, doc["batch_size"])
-        .replace("\n", "  \n")
+        + report.legend(result.plans, doc["batch_size"]).replace("\n", "  \n")
         + "\n\n"
         + report.markdown(result.rows)
         + "\n"

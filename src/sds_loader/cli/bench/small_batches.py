@@ -52,9 +52,11 @@ def _factory(size: int, threads: int) -> Callable[[Plan], Runner]:
 def method_rows() -> list[tuple[str, str, Callable[[Plan], Runner]]]:
     """(key, label, runner factory) of each small-batch row."""
     return [
-        (f"batchreader_b{size}_t{threads}",
-         f"BatchReader.read, batches of {size}, {threads_label(threads)}",
-         _factory(size, threads))
+        (
+            f"batchreader_b{size}_t{threads}",
+            f"BatchReader.read, batches of {size}, {threads_label(threads)}",
+            _factory(size, threads),
+        )
         for size in SIZES
         for threads in THREADS
     ]

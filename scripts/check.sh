@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Lint, format and type checks, as CI (.ci/run) and pre-commit
+# (.pre-commit-config.yaml) run them. Each named check runs, all of them
+# when none is named; every finding is printed, and the exit status is
+# non-zero when any check found something:
+#
+#     bash scripts/check.sh                  # everything
+#     bash scripts/check.sh ruff mypy        # just these
+#
+#   ruff          ruff check: lint (pyproject.toml, [tool.ruff.lint])
+#   format        ruff format --check: the Python layout
+#   mypy          mypy --strict on src/sds_loader
+#   readme        mypy --strict on README.md's python blocks
+#   clang-format  clang-format --dry-run --Werror on csrc/ and fuzz/ (.clang-format)
+#   stub          src/sds_loader/_native.pyi against the built extension
+#
+# Fixing what `format` and `clang-format` report:
+#     .venv/bin/ruff format . && clang-format-14 -i csrc/*.cc csrc/*.h fuzz/*.cc fuzz/*.h
+#
+# Python: the environment scripts/bootstrap.sh installs into ($PYTHON, else
+# the active virtual or conda environment, else .venv), else python3, with
+# the `lint` extra installed (bootstrap does); clang-format 14 from Debian.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -n "${PYTHON:-}" ]; then
+    PY="$PYTHON"
+elif [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then
+    PY="$VIRTUAL_ENV/bin/python"
+elif [ -n "${CONDA_PREFIX:-}" ] && [ -x "$CONDA_PREFIX/bin/python" ]; then
+    PY="$CONDA_PREFIX/bin/python"
+elif [ -x .venv/bin/python ]; then
+    PY="$PWD/.venv/bin/python"
+else
+    PY="python3"
+fi
+CLANG_FORMAT="${CLANG_FORMAT:-$(command -v clang-format-14 || command -v clang-format || echo clang-format-14)}"
+
+ALL="ruff format mypy readme clang-format stub"
+checks="${*:-$ALL}"
+failed=""
+
+run() {
+    local name="$1"
+    shift
+    local shown="$*"
+    [ "${#shown}" -le 160 ] || shown="${shown:0:157}..."
+    printf '\n-- check %s: %s\n' "$name" "$shown"
+    if "$@"; then
+        echo "-- $name: ok"
+    else
+        echo "-- $name: FAILED"
+        failed="$failed $name"
+    fi
+}
+
+for check in $checks; do
+    case "$check" in
+        ruff) run ruff "$PY" -m ruff check --no-fix . ;;
+        format) run format "$PY" -m ruff format --check --diff . ;;
+        mypy) run mypy "$PY" -m mypy --strict src/sds_loader ;;
+        readme) run readme "$PY" scripts/typecheck_readme.py README.md ;;
+        clang-format)
+            run clang-format "$CLANG_FORMAT" --dry-run --Werror --style=file \
+                csrc/*.cc csrc/*.h fuzz/*.cc fuzz/*.h
+            ;;
+        stub) run stub "$PY" -m pytest -q -p no:cacheprovider tests/test_native_stub.py ;;
+        *)
+            echo "check.sh: unknown check '$check' (known: $ALL)" >&2
+            exit 2
+            ;;
+    esac
+done
+
+if [ -n "$failed" ]; then
+    printf '\ncheck.sh: FAILED:%s\n' "$failed"
+    exit 1
+fi
+printf '\ncheck.sh: all passed (%s)\n' "$checks"

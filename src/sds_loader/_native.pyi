@@ -1,0 +1,110 @@
+"""Types of the compiled extension, as csrc/binding.cc defines it.
+
+tests/test_native_stub.py compares this file with the built module: every
+public function, class, method and property, and each one's parameter names
+and defaults. Names that begin with an underscore here are for typing only.
+"""
+
+from collections.abc import Sequence
+from typing import Any, Protocol, TypedDict, type_check_only
+
+import numpy as np
+import numpy.typing as npt
+from typing_extensions import Buffer
+
+@type_check_only
+class _RangeSource(Protocol):
+    """A shard source written in Python (see sds_loader.s3_source.S3RangeSource)."""
+
+    def size(self, file: int, /) -> int: ...
+    def name(self, file: int, /) -> object: ...
+    def fetch(self, requests: list[tuple[int, int, memoryview]], /) -> object: ...
+
+# A writable, C-contiguous buffer (numpy's stubs call an array a Buffer only
+# from Python 3.12 on).
+_Writable = Buffer | npt.NDArray[Any]
+# (output name, tensor key hint, SafeTensors dtype, row shape, writable buffer)
+# and, for a windowed field, (..., window axis, lengths buffer or None).
+_FieldArgs = (
+    tuple[str, str, str, tuple[int, ...], _Writable]
+    | tuple[str, str, str, tuple[int, ...], _Writable, int, _Writable | None]
+)
+# (metadata key, "i" or "f", writable buffer of 8 bytes a row)
+_TargetArgs = tuple[str, str, _Writable]
+# (output name, tensor key, SafeTensors dtype, shape) of each field of a record.
+_ProbedField = tuple[str, str, str, tuple[int, ...]]
+
+@type_check_only
+class _ShardSummary(TypedDict):
+    file_size: int
+    num_records: int
+    num_chunks: int
+    chunk_types: dict[str, int]
+    compression: str
+    max_records_per_chunk: int
+    encoded_bytes: int
+    decoded_bytes: int
+    writer_options: str
+
+@type_check_only
+class _ShardProblem(TypedDict):
+    chunk: int
+    record: int
+    offset: int
+    message: str
+
+class ShardSet:
+    """The shards of one dataset, read natively."""
+
+    def __init__(
+        self,
+        paths: Sequence[str],
+        verify_checksums: bool,
+        max_open_files: int,
+        source: _RangeSource | None = None,
+    ) -> None: ...
+    def read(
+        self,
+        files: npt.ArrayLike,
+        shard_records: npt.ArrayLike,
+        ordinals: npt.ArrayLike,
+        fields: list[_FieldArgs],
+        targets: list[_TargetArgs],
+        threads: int,
+        starts: npt.ArrayLike | None = None,
+        pad: bool = False,
+    ) -> npt.NDArray[np.uint8]:
+        """Decodes the records into the buffers; returns 1 for each row the caller must read instead."""
+    def probe(self, file: int, shard_record: int, ordinal: int) -> tuple[list[_ProbedField], str] | None:
+        """One record's fields and its metadata as JSON, or None where the core cannot read it."""
+    @property
+    def num_files(self) -> int: ...
+    @property
+    def worker_threads(self) -> int: ...
+    @property
+    def kept_scratch_bytes(self) -> int: ...
+    @property
+    def work_per_helper(self) -> int: ...
+    @work_per_helper.setter
+    def work_per_helper(self, value: int, /) -> None: ...
+
+def record_bytes(
+    shard_set: ShardSet, verify: bool, files: npt.ArrayLike, records: npt.ArrayLike
+) -> list[bytes | None]: ...
+def hint_records(shard_set: ShardSet, files: npt.ArrayLike, records: npt.ArrayLike) -> int: ...
+def shard_summary(path: str) -> _ShardSummary: ...
+def verify_shard(path: str) -> list[_ShardProblem]: ...
+def chunk_payloads(path: str, records: Sequence[int]) -> list[tuple[str, bytes, int]]: ...
+def bound_decompress(
+    payloads: list[tuple[str, bytes, int]], repeats: int = 1, batch_rows: int = 1
+) -> float: ...
+def chunk_value_ranges(
+    path: str, records: Sequence[int]
+) -> list[tuple[str, str, int, list[tuple[int, int]]]]: ...
+def bound_read(
+    chunks: list[tuple[str, str, int, Sequence[tuple[int, int]]]],
+    repeats: int = 1,
+    hash: bool = True,
+    batch_rows: int = 256,
+) -> float: ...
+def bound_memcpy(buffers: Sequence[bytes], repeats: int = 1) -> float: ...
