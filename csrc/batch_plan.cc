@@ -50,7 +50,8 @@ BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const in
     }
     const uint64_t chunk = index.ChunkOf(shard_record);
     const uint64_t chunk_record = shard_record - index.FirstRecord(chunk);
-    const bool same_chunk = run != nullptr && run->shard == shard && run->chunks.back().chunk == chunk;
+    const bool same_chunk =
+        run != nullptr && run->shard == shard && run->chunks.back().chunk == chunk;
     if (!same_chunk) {
       const bool extends = run != nullptr && run->shard == shard &&
                            run->chunks.back().chunk + 1 == chunk &&

@@ -34,9 +34,7 @@ py::str Text(const std::string& message) {
   return py::reinterpret_steal<py::str>(text);
 }
 
-void RaiseAs(PyObject* type, const char* message) {
-  PyErr_SetObject(type, Text(message).ptr());
-}
+void RaiseAs(PyObject* type, const char* message) { PyErr_SetObject(type, Text(message).ptr()); }
 
 void RaiseAs(const char* class_name, const char* message) {
   py::object errors = py::module_::import("sds_loader.errors");
@@ -329,8 +327,9 @@ PYBIND11_MODULE(_native, m) {
                              "Decode threads this reader has started in this process.")
       .def_property_readonly("kept_scratch_bytes", &sdsl::ShardSet::kept_scratch_bytes,
                              "Bytes of buffers idle scratch keeps between reads.")
-      .def_property_readonly("shards_indexed", &sdsl::ShardSet::shards_indexed,
-                             "Shards whose footer and index this reader keeps (every shard it touched).")
+      .def_property_readonly(
+          "shards_indexed", &sdsl::ShardSet::shards_indexed,
+          "Shards whose footer and index this reader keeps (every shard it touched).")
       .def_property_readonly("index_bytes", &sdsl::ShardSet::index_bytes,
                              "Bytes the kept shard indexes hold.")
       .def_property_readonly("footer_reads", &sdsl::ShardSet::footer_reads,
@@ -341,7 +340,6 @@ PYBIND11_MODULE(_native, m) {
                     "helper thread it wakes; 0 wakes every helper `threads` allows.")
       .def_property_readonly("helped_batches", &sdsl::ShardSet::helped_batches,
                              "Batches in which a helper thread decoded at least one run.");
-
 
   m.def(
       "record_bytes",
@@ -433,8 +431,8 @@ PYBIND11_MODULE(_native, m) {
         }
         py::list out;
         for (const auto& payload : payloads) {
-          out.append(py::make_tuple(payload.compression, py::bytes(payload.bytes),
-                                    payload.decoded_size));
+          out.append(
+              py::make_tuple(payload.compression, py::bytes(payload.bytes), payload.decoded_size));
         }
         return out;
       },
@@ -445,9 +443,8 @@ PYBIND11_MODULE(_native, m) {
         std::vector<sdsl::ChunkPayload> payloads;
         for (const py::handle& item : items) {
           const py::tuple spec = item.cast<py::tuple>();
-          payloads.push_back(sdsl::ChunkPayload{spec[0].cast<std::string>(),
-                                                spec[1].cast<std::string>(),
-                                                spec[2].cast<uint64_t>()});
+          payloads.push_back(sdsl::ChunkPayload{
+              spec[0].cast<std::string>(), spec[1].cast<std::string>(), spec[2].cast<uint64_t>()});
         }
         py::gil_scoped_release release;
         return sdsl::BoundDecompress(payloads, repeats, batch_rows);
@@ -463,8 +460,8 @@ PYBIND11_MODULE(_native, m) {
         }
         py::list out;
         for (const auto& extent : extents) {
-          out.append(py::make_tuple(extent.path, extent.compression, extent.decoded_size, extent.begin,
-                                    extent.limit));
+          out.append(py::make_tuple(extent.path, extent.compression, extent.decoded_size,
+                                    extent.begin, extent.limit));
         }
         return out;
       },
@@ -475,14 +472,15 @@ PYBIND11_MODULE(_native, m) {
         std::vector<sdsl::ChunkExtent> chunks;
         for (const py::handle& item : items) {
           const py::tuple spec = item.cast<py::tuple>();
-          chunks.push_back(sdsl::ChunkExtent{spec[0].cast<std::string>(), spec[1].cast<std::string>(),
-                                             spec[2].cast<uint64_t>(), spec[3].cast<uint64_t>(),
-                                             spec[4].cast<uint64_t>()});
+          chunks.push_back(sdsl::ChunkExtent{spec[0].cast<std::string>(),
+                                             spec[1].cast<std::string>(), spec[2].cast<uint64_t>(),
+                                             spec[3].cast<uint64_t>(), spec[4].cast<uint64_t>()});
         }
         py::gil_scoped_release release;
         return sdsl::BoundRead(chunks, repeats, hash, batch_rows);
       },
-      py::arg("chunks"), py::arg("repeats") = 1, py::arg("hash") = true, py::arg("batch_rows") = 256);
+      py::arg("chunks"), py::arg("repeats") = 1, py::arg("hash") = true,
+      py::arg("batch_rows") = 256);
   m.def(
       "bound_memcpy",
       [](const std::vector<std::string>& buffers, int repeats) {

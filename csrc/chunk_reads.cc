@@ -114,8 +114,8 @@ void Fetch(const ShardFile& file, uint64_t offset, uint64_t size, const WorkerSc
 }  // namespace
 
 FileWindow ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
-                      std::vector<uint8_t>* data, std::vector<uint8_t>* headers,
-                      WorkerScratch* scratch) {
+                         std::vector<uint8_t>* data, std::vector<uint8_t>* headers,
+                         WorkerScratch* scratch) {
   const uint64_t size = end - begin;
   if (BeginsInsideBlockHeader(begin)) {
     // Only a corrupt footer points there; the chunk walk names the problem.

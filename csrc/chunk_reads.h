@@ -21,8 +21,8 @@ namespace sdsl {
 // aside (into `headers`), so that each chunk's data is one span of `data`:
 // hashed in one pass, decompressed straight from where it was read.
 FileWindow ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
-                      std::vector<uint8_t>* data, std::vector<uint8_t>* headers,
-                      WorkerScratch* scratch);
+                         std::vector<uint8_t>* data, std::vector<uint8_t>* headers,
+                         WorkerScratch* scratch);
 
 // Chunks whose values decode to fewer bytes than this are read with their
 // run: two reads per chunk cost more than copying a small record once.

@@ -110,7 +110,8 @@ void DecompressBrotli(const uint8_t* src, size_t size, uint64_t decoded_size,
   // One byte past the declared size, so that a stream yielding more is
   // caught rather than cut short.
   const uint64_t limit = decoded_size + 1;
-  uint64_t capacity = std::min<uint64_t>(limit, std::max<uint64_t>(uint64_t{64} << 10, 4 * uint64_t{size}));
+  uint64_t capacity =
+      std::min<uint64_t>(limit, std::max<uint64_t>(uint64_t{64} << 10, 4 * uint64_t{size}));
   out->resize(static_cast<size_t>(capacity));
   size_t available_in = size;
   const uint8_t* next_in = src;
@@ -150,7 +151,7 @@ uint64_t DecodedBound(uint8_t type, const Pieces& compressed) {
       return compressed.total;
     case kSnappy:
       return compressed.total > UINT64_MAX / kSnappyMaxRatio ? UINT64_MAX
-                                                            : compressed.total * kSnappyMaxRatio;
+                                                             : compressed.total * kSnappyMaxRatio;
     case kZstd:
       return ZstdDecodedBound(compressed);
     default:

@@ -48,7 +48,8 @@ json CheckCoordinate(const json& coordinate, uint64_t length, const std::string&
   }
   const auto reference = coordinate.find("reference");
   const bool referenced = reference != coordinate.end() && !reference->is_null();
-  if (referenced && !reference->is_string()) Malformed(where + " coordinate reference is not a string");
+  if (referenced && !reference->is_string())
+    Malformed(where + " coordinate reference is not a string");
   const auto unit = coordinate.find("unit");
   const bool has_unit = unit != coordinate.end() && !unit->is_null();
   if (has_unit && !unit->is_string()) Malformed(where + " coordinate unit is not a string");

@@ -33,8 +33,8 @@ nlohmann::json MetadataOf(const nlohmann::json& parent, const char* key, const s
 // An axis's coordinate (an object), checked as signal_dataset's Coordinate
 // is and normalized as it compares: every member present, absent ones null,
 // metadata an object. Appends a non-empty reference to `references`.
-nlohmann::json CheckCoordinate(const nlohmann::json& coordinate, uint64_t length, const std::string& where,
-                               std::vector<std::string>* references);
+nlohmann::json CheckCoordinate(const nlohmann::json& coordinate, uint64_t length,
+                               const std::string& where, std::vector<std::string>* references);
 
 }  // namespace sdsl
 

@@ -21,14 +21,14 @@ using nlohmann::json;
 // What a container is, by where it sits in the descriptor.
 enum class Role : uint8_t {
   kRoot,
-  kFields,            // root.fields
-  kField,             // root.fields.<name>
-  kAxes,              // <field>.axes
-  kAxis,              // <field>.axes[i]
-  kCoordinate,        // <axis>.coordinate: captured whole, checked by CheckCoordinate
-  kMetadata,          // root.metadata: its scalars become targets
-  kEmptyOnly,         // a metadata given as a list: only [] stands for none
-  kAny,               // anything else: only JSON strictness applies
+  kFields,      // root.fields
+  kField,       // root.fields.<name>
+  kAxes,        // <field>.axes
+  kAxis,        // <field>.axes[i]
+  kCoordinate,  // <axis>.coordinate: captured whole, checked by CheckCoordinate
+  kMetadata,    // root.metadata: its scalars become targets
+  kEmptyOnly,   // a metadata given as a list: only [] stands for none
+  kAny,         // anything else: only JSON strictness applies
 };
 
 // One scalar event, whatever its type.
@@ -203,11 +203,12 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
     frame.key = value;
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& error) override {
+  bool parse_error(std::size_t, const std::string&,
+                   const nlohmann::detail::exception& error) override {
     Corrupt(std::string("record descriptor is not valid JSON: ") + error.what());
   }
 
- // For a document RapidJSON cannot take, read again by another parser.
+  // For a document RapidJSON cannot take, read again by another parser.
   void Restart() { Reset(out_); }
 
  private:
@@ -258,10 +259,12 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
         } else if (key == "version") {
           version_ok_ = value.is_string() && *value.text == "0.1";
         } else if (key == "id") {
-          if (!value.is_string() || value.text->empty()) Malformed("the record id is not a non-empty string");
+          if (!value.is_string() || value.text->empty())
+            Malformed("the record id is not a non-empty string");
           has_id_ = true;
         } else if (key == "scene_id") {
-          if (!value.is_null() && !value.is_string()) Malformed("the record's scene_id is not a string");
+          if (!value.is_null() && !value.is_string())
+            Malformed("the record's scene_id is not a string");
         } else if (key == "fields") {
           Malformed("fields is not an object");
         } else if (key == "metadata") {
@@ -302,7 +305,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   void OnAxisMember(const std::string& key, const Scalar& value) {
     const auto where = [this] { return FieldWhere() + " axis"; };  // for messages only
     if (key == "name") {
-      if (!value.is_string() || value.text->empty()) Malformed(FieldWhere() + " has an invalid axis name");
+      if (!value.is_string() || value.text->empty())
+        Malformed(FieldWhere() + " has an invalid axis name");
       for (const std::string& name : axis_names_) {
         if (name == *value.text) Malformed(FieldWhere() + " repeats axis name \"" + name + "\"");
       }
@@ -318,7 +322,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
       }
       axis_has_length_ = true;
     } else if (key == "role" || key == "id") {
-      if (!value.is_null() && !value.is_string()) Malformed(where() + " " + key + " is not a string");
+      if (!value.is_null() && !value.is_string())
+        Malformed(where() + " " + key + " is not a string");
       if (key == "id") axis_id_ = value.is_string() ? *value.text : std::string();
     } else if (key == "metadata") {
       MetadataScalar(value, where);
@@ -394,7 +399,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
       case Role::kFields:
         if (!object) Malformed("field \"" + key + "\" is not an object");
         if (key.empty()) Malformed("a field has an empty name");
-        if (entries_used_ >= kMaxFields) Malformed("more than " + std::to_string(kMaxFields) + " fields");
+        if (entries_used_ >= kMaxFields)
+          Malformed("more than " + std::to_string(kMaxFields) + " fields");
         if (entries_.size() <= entries_used_) entries_.emplace_back();
         entries_[entries_used_].name = key;
         entries_[entries_used_].tensor.clear();
@@ -415,7 +421,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
         break;
       case Role::kAxes:
         if (!object) Malformed(FieldWhere() + " has an axis that is not an object");
-        if (CurrentField().lengths.size() + 1 > kMaxAxesPerField) Malformed(FieldWhere() + " has too many axes");
+        if (CurrentField().lengths.size() + 1 > kMaxAxesPerField)
+          Malformed(FieldWhere() + " has too many axes");
         axis_has_name_ = axis_has_length_ = axis_has_coordinate_ = false;
         axis_length_ = 0;
         axis_id_.clear();
@@ -488,11 +495,13 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   }
 
   bool CloseAxis() {
-    if (!axis_has_name_ || !axis_has_length_) Malformed(FieldWhere() + " has an axis without name or length");
+    if (!axis_has_name_ || !axis_has_length_)
+      Malformed(FieldWhere() + " has an axis without name or length");
     // The coordinate is checked here, once the axis's length is known (the
     // keys of an axis come in any order).
     json normal;
-    if (axis_has_coordinate_) normal = CheckCoordinate(coordinate_, axis_length_, FieldWhere() + " axis", &references_);
+    if (axis_has_coordinate_)
+      normal = CheckCoordinate(coordinate_, axis_length_, FieldWhere() + " axis", &references_);
     CurrentField().lengths.push_back(axis_length_);
     if (axis_id_.empty()) return true;
     // Axes sharing an id must agree on length and coordinate.
@@ -506,7 +515,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   }
 
   void Finish() {
-    if (!format_ok_ || !version_ok_) Corrupt("record descriptor is not a signal-dataset.record of version 0.1");
+    if (!format_ok_ || !version_ok_)
+      Corrupt("record descriptor is not a signal-dataset.record of version 0.1");
     if (!has_id_) Malformed("no id");
     if (!has_fields_) Malformed("no fields");
     if (entries_used_ == 0) Malformed("the record has no fields");
@@ -527,7 +537,8 @@ class DescriptorEvents final : public nlohmann::json_sax<json> {
   }
 
   std::string FieldWhere() const {
-    return entries_used_ == 0 ? std::string("a field") : "field \"" + entries_[entries_used_ - 1].name + "\"";
+    return entries_used_ == 0 ? std::string("a field")
+                              : "field \"" + entries_[entries_used_ - 1].name + "\"";
   }
 
   Descriptor* out_ = nullptr;

@@ -69,8 +69,7 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
   for (size_t r = slice.first; r < slice.last; ++r) {
     const Run& run = runs[r];
     RunFetch& fetch = fetches[r - slice.first];
-    fetch.fetched =
-        !work.reads_itself || !work.reads_itself(run, *scratch, plan.gather_bytes > 0);
+    fetch.fetched = !work.reads_itself || !work.reads_itself(run, *scratch, plan.gather_bytes > 0);
     if (!fetch.fetched) continue;
     fetch.split = work.split_block_headers && !BeginsInsideBlockHeader(run.begin);
     fetch.layout = fetch.split ? LayoutWithoutBlockHeaders(run.begin, run.end)

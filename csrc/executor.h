@@ -53,7 +53,7 @@ constexpr uint64_t kDefaultWorkPerHelper = 512 << 10;
 // many runs pool helpers decoded (0 when the caller's thread did them all),
 // so that a test can tell a multi-threaded batch from one that only asked.
 size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
-                 ScratchPool* scratch, WorkerPool* workers, const RunWork& work);
+                   ScratchPool* scratch, WorkerPool* workers, const RunWork& work);
 
 }  // namespace sdsl
 

@@ -34,10 +34,9 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "json_number.h"
 #include "reader_error.h"
@@ -53,8 +52,8 @@ bool NumberEvent(Events* events, const char* data, size_t size, std::string* tex
   const JsonNumber number = ReadJsonNumber(data, size);
   const size_t digits = size - (*data == '-' ? 1 : 0);
   if (number.kind == JsonNumber::kBigInteger && digits > kMaxJsonIntegerDigits) {
-    Corrupt("JSON holds an integer of " + std::to_string(digits) + " digits; Python's json reads at most " +
-            std::to_string(kMaxJsonIntegerDigits));
+    Corrupt("JSON holds an integer of " + std::to_string(digits) +
+            " digits; Python's json reads at most " + std::to_string(kMaxJsonIntegerDigits));
   }
   switch (number.kind) {
     case JsonNumber::kSigned:
@@ -172,7 +171,8 @@ inline bool IsAscii(const uint8_t* text, size_t size) {
 template <typename Events>
 bool ParseJsonEvents(const uint8_t* text, size_t size, Events* events, const char* what) {
   constexpr unsigned kAsciiFlags = rapidjson::kParseNumbersAsStringsFlag |
-                                   rapidjson::kParseIterativeFlag | rapidjson::kParseStopWhenDoneFlag;
+                                   rapidjson::kParseIterativeFlag |
+                                   rapidjson::kParseStopWhenDoneFlag;
   constexpr unsigned kFlags = kAsciiFlags | rapidjson::kParseValidateEncodingFlag;
   rapidjson::MemoryStream memory(reinterpret_cast<const char*>(text), size);
   // One reader and text buffer per thread: the parse stack and the buffer
@@ -205,8 +205,8 @@ bool ParseJsonEvents(const uint8_t* text, size_t size, Events* events, const cha
     Corrupt(std::string(what) + " is not valid JSON: " + from.error());
   }
   if (result.IsError()) {
-    Corrupt(std::string(what) + " is not valid JSON: " +
-            rapidjson::GetParseError_En(result.Code()) + " at byte " +
+    Corrupt(std::string(what) +
+            " is not valid JSON: " + rapidjson::GetParseError_En(result.Code()) + " at byte " +
             std::to_string(result.Offset()));
   }
   // The reader stops after the document, and its stream reads a NUL byte as
@@ -214,7 +214,8 @@ bool ParseJsonEvents(const uint8_t* text, size_t size, Events* events, const cha
   for (size_t at = memory.Tell(); at < size; ++at) {
     const uint8_t c = text[at];
     if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
-      Corrupt(std::string(what) + " is not valid JSON: unexpected byte after the document at byte " +
+      Corrupt(std::string(what) +
+              " is not valid JSON: unexpected byte after the document at byte " +
               std::to_string(at));
     }
   }

@@ -68,8 +68,8 @@ void DieBy(int signal) {
 void PassOn(int signal, siginfo_t* info, void* context) {
   const int previous = g_previous.load(std::memory_order_relaxed);
   const struct sigaction& first = g_first_previous;
-  const bool ignore = previous == kIgnore ||
-                      (previous == kFirstPrevious && CallsNoOne(first) && first.sa_handler == SIG_IGN);
+  const bool ignore = previous == kIgnore || (previous == kFirstPrevious && CallsNoOne(first) &&
+                                              first.sa_handler == SIG_IGN);
   if (ignore) {
     // A signal sent with kill or raise is ignored, as it would have been; a
     // fault cannot be: the kernel would end the process by it, and so do we.
@@ -121,8 +121,7 @@ bool GuardMappedCopies() {
   if (!g_installed_before) {
     g_first_previous = current;
   } else {
-    g_previous.store(current.sa_handler == SIG_IGN ? kIgnore : kDefault,
-                     std::memory_order_relaxed);
+    g_previous.store(current.sa_handler == SIG_IGN ? kIgnore : kDefault, std::memory_order_relaxed);
   }
   struct sigaction ours;
   std::memset(&ours, 0, sizeof(ours));

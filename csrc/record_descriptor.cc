@@ -17,16 +17,15 @@ namespace sdsl {
 using nlohmann::json;
 
 const std::string* Descriptor::TensorOf(const std::string& field) const {
-  const auto found = std::lower_bound(
-      fields.begin(), fields.end(), field,
-      [](const std::pair<std::string, std::string>& entry, const std::string& name) {
-        return entry.first < name;
-      });
+  const auto found = std::lower_bound(fields.begin(), fields.end(), field,
+                                      [](const std::pair<std::string, std::string>& entry,
+                                         const std::string& name) { return entry.first < name; });
   return found != fields.end() && found->first == field ? &found->second : nullptr;
 }
 
 void ParseDescriptor(const uint8_t* text, uint64_t size, Descriptor* out) {
-  if (size > kMaxDescriptorBytes) Malformed("it exceeds " + std::to_string(kMaxDescriptorBytes) + " bytes");
+  if (size > kMaxDescriptorBytes)
+    Malformed("it exceeds " + std::to_string(kMaxDescriptorBytes) + " bytes");
   ParseDescriptorStream(text, size, out);
 }
 
@@ -72,8 +71,8 @@ TargetValue MetadataTarget(const Descriptor& descriptor, const std::string& key,
     if (item.key == key) found = &item;
   }
   if (found == nullptr) {
-    Fail(ErrorKind::kTarget, "no metadata key \"" + key +
-                                 "\"; pass targets= with keys every record carries");
+    Fail(ErrorKind::kTarget,
+         "no metadata key \"" + key + "\"; pass targets= with keys every record carries");
   }
   TargetValue value;
   switch (found->kind) {
@@ -84,9 +83,10 @@ TargetValue MetadataTarget(const Descriptor& descriptor, const std::string& key,
       break;
     case MetadataValue::kUnsigned:
       if (kind == 'i' && found->unsigned_integer > static_cast<uint64_t>(INT64_MAX)) {
-        Fail(ErrorKind::kTarget, "metadata \"" + key + "\" is " + std::to_string(found->unsigned_integer) +
-                                     ", outside int64's range; write the key with values the target's "
-                                     "dtype can hold");
+        Fail(ErrorKind::kTarget,
+             "metadata \"" + key + "\" is " + std::to_string(found->unsigned_integer) +
+                 ", outside int64's range; write the key with values the target's "
+                 "dtype can hold");
       }
       value.as_int = static_cast<int64_t>(found->unsigned_integer);
       value.as_float = static_cast<double>(found->unsigned_integer);
@@ -106,9 +106,10 @@ TargetValue MetadataTarget(const Descriptor& descriptor, const std::string& key,
     case MetadataValue::kBigInteger:
       // Python reads it exactly; the batch's int64 or float64 cannot hold it.
       if (kind == 'i' || !std::isfinite(found->real)) {
-        Fail(ErrorKind::kTarget, "metadata \"" + key + "\" is " + found->text + ", outside " +
-                                     (kind == 'i' ? "int64" : "float64") +
-                                     "'s range; write the key with values the target's dtype can hold");
+        Fail(ErrorKind::kTarget,
+             "metadata \"" + key + "\" is " + found->text + ", outside " +
+                 (kind == 'i' ? "int64" : "float64") +
+                 "'s range; write the key with values the target's dtype can hold");
       }
       value.as_float = found->real;
       break;

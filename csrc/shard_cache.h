@@ -6,8 +6,8 @@
 #ifndef SDS_LOADER_SHARD_CACHE_H_
 #define SDS_LOADER_SHARD_CACHE_H_
 
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -42,7 +42,7 @@ class ShardCache : public ForkGuarded {
 
  private:
   ShardSource& source_;
-  mutable std::mutex mutex_;  // never held while a footer is read
+  mutable std::mutex mutex_;                              // never held while a footer is read
   std::vector<std::shared_ptr<const OpenShard>> shards_;  // by file number
   std::atomic<size_t> footer_reads_{0};
 };

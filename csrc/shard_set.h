@@ -3,8 +3,8 @@
 #ifndef SDS_LOADER_SHARD_SET_H_
 #define SDS_LOADER_SHARD_SET_H_
 
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>

@@ -4,21 +4,21 @@
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cstring>
+#include <memory>
 
 #include "array_record_index.h"
+#include "chunk_reads.h"
 #include "codecs.h"
+#include "materialize.h"
 #include "reader_error.h"
 #include "record_decoder.h"
 #include "riegeli_chunk.h"
 #include "riegeli_hash.h"
 #include "riegeli_layout.h"
-#include "shard_file.h"
-#include "materialize.h"
 #include "scratch_pool.h"
+#include "shard_file.h"
 #include "simple_chunk.h"
-#include "chunk_reads.h"
 
 namespace sdsl {
 
@@ -142,30 +142,34 @@ void ForEachRecordChunk(const std::string& path, const std::vector<uint64_t>& re
 std::vector<ChunkPayload> ChunkPayloads(const std::string& path,
                                         const std::vector<uint64_t>& records) {
   std::vector<ChunkPayload> payloads;
-  ForEachRecordChunk(path, records, [&](const SimpleChunk& parsed, const Chunk&,
-                                        const std::vector<uint8_t>&) {
-    ChunkPayload payload;
-    payload.compression = CompressionName(parsed.compression);
-    payload.decoded_size = parsed.decoded_size;
-    payload.bytes.resize(static_cast<size_t>(parsed.values.total));
-    CopyFromPieces(parsed.values, 0, parsed.values.total,
-                   reinterpret_cast<uint8_t*>(payload.bytes.data()));
-    payloads.push_back(std::move(payload));
-  });
+  ForEachRecordChunk(path, records,
+                     [&](const SimpleChunk& parsed, const Chunk&, const std::vector<uint8_t>&) {
+                       ChunkPayload payload;
+                       payload.compression = CompressionName(parsed.compression);
+                       payload.decoded_size = parsed.decoded_size;
+                       payload.bytes.resize(static_cast<size_t>(parsed.values.total));
+                       CopyFromPieces(parsed.values, 0, parsed.values.total,
+                                      reinterpret_cast<uint8_t*>(payload.bytes.data()));
+                       payloads.push_back(std::move(payload));
+                     });
   return payloads;
 }
 
-std::vector<ChunkExtent> ChunkExtents(const std::string& path, const std::vector<uint64_t>& records) {
+std::vector<ChunkExtent> ChunkExtents(const std::string& path,
+                                      const std::vector<uint64_t>& records) {
   std::vector<ChunkExtent> extents;
-  ForEachRecordChunk(path, records, [&](const SimpleChunk& parsed, const Chunk& chunk,
-                                        const std::vector<uint8_t>& bytes) {
-    extents.push_back(ChunkExtent{path, CompressionName(parsed.compression), parsed.decoded_size,
-                                  chunk.begin, chunk.begin + bytes.size()});
-  });
+  ForEachRecordChunk(
+      path, records,
+      [&](const SimpleChunk& parsed, const Chunk& chunk, const std::vector<uint8_t>& bytes) {
+        extents.push_back(ChunkExtent{path, CompressionName(parsed.compression),
+                                      parsed.decoded_size, chunk.begin,
+                                      chunk.begin + bytes.size()});
+      });
   return extents;
 }
 
-double BoundRead(const std::vector<ChunkExtent>& chunks, int repeats, bool hash, size_t batch_rows) {
+double BoundRead(const std::vector<ChunkExtent>& chunks, int repeats, bool hash,
+                 size_t batch_rows) {
   std::map<std::string, std::unique_ptr<ShardFile>> files;
   uint64_t largest_output = 0;
   for (const ChunkExtent& chunk : chunks) {
@@ -187,18 +191,20 @@ double BoundRead(const std::vector<ChunkExtent>& chunks, int repeats, bool hash,
       // The reader's own chunk path: one preadv with the block headers set
       // aside, the frame and (with `hash`) the data hash checked, the record
       // sizes parsed; no record decoding.
-      const FileWindow window = ReadFileRange(*file_of[i], chunk.begin, chunk.limit, &scratch.file_bytes,
-                                              &scratch.block_headers, &scratch);
+      const FileWindow window =
+          ReadFileRange(*file_of[i], chunk.begin, chunk.limit, &scratch.file_bytes,
+                        &scratch.block_headers, &scratch);
       ReadChunk(window, chunk.begin, chunk.limit, hash, &read);
       ParseSimpleChunk(read, UINT64_MAX, &scratch.sizes, &parsed);
-      if (parsed.values.spans.size() != 1) Fail(ErrorKind::kArgument, "values of a chunk are not one span");
+      if (parsed.values.spans.size() != 1)
+        Fail(ErrorKind::kArgument, "values of a chunk are not one span");
       const ByteSpan& values = parsed.values.spans[0];
       if (parsed.compression == kNoCompression) {
         std::memcpy(row, values.data, values.size);
         continue;
       }
-      const size_t written = ZSTD_decompressDCtx(scratch.zstd, row, static_cast<size_t>(chunk.decoded_size),
-                                                 values.data, values.size);
+      const size_t written = ZSTD_decompressDCtx(
+          scratch.zstd, row, static_cast<size_t>(chunk.decoded_size), values.data, values.size);
       if (ZSTD_isError(written) || written != chunk.decoded_size) {
         Corrupt("values of a " + chunk.compression + " chunk of " + chunk.path +
                 " fail to decompress; this bound times zstd and uncompressed shards only");
@@ -235,9 +241,9 @@ double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats, s
     for (size_t i = 0; i < payloads.size(); ++i) {
       uint8_t* const row = rows.data() + (i % batch_rows) * largest;
       if (types[i] == kZstd) {
-        const size_t written = ZSTD_decompressDCtx(
-            context, row, static_cast<size_t>(payloads[i].decoded_size),
-            payloads[i].bytes.data(), payloads[i].bytes.size());
+        const size_t written =
+            ZSTD_decompressDCtx(context, row, static_cast<size_t>(payloads[i].decoded_size),
+                                payloads[i].bytes.data(), payloads[i].bytes.size());
         if (ZSTD_isError(written) || written != payloads[i].decoded_size) {
           ZSTD_freeDCtx(context);
           Corrupt("payload fails to decompress");
@@ -245,8 +251,8 @@ double BoundDecompress(const std::vector<ChunkPayload>& payloads, int repeats, s
         continue;
       }
       DecompressExact(types[i], reinterpret_cast<const uint8_t*>(payloads[i].bytes.data()),
-                      payloads[i].bytes.size(), row,
-                      static_cast<size_t>(payloads[i].decoded_size), "payload");
+                      payloads[i].bytes.size(), row, static_cast<size_t>(payloads[i].decoded_size),
+                      "payload");
     }
   }
   const double seconds =

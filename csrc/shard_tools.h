@@ -60,7 +60,8 @@ struct ChunkExtent {
   uint64_t begin = 0;
   uint64_t limit = 0;  // the next chunk's start
 };
-std::vector<ChunkExtent> ChunkExtents(const std::string& path, const std::vector<uint64_t>& records);
+std::vector<ChunkExtent> ChunkExtents(const std::string& path,
+                                      const std::vector<uint64_t>& records);
 
 // Seconds to read every chunk `repeats` times as a verifying reader at its
 // fastest would, on one thread, through the reader's own chunk path: one

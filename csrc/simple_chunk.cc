@@ -69,8 +69,8 @@ uint64_t DecodeRecordSizes(const uint8_t* sizes, const uint8_t* end, const Chunk
   return total;
 }
 
-void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size,
-                      std::vector<uint8_t>* scratch, SimpleChunk* out) {
+void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size, std::vector<uint8_t>* scratch,
+                      SimpleChunk* out) {
   const ChunkHeader& header = chunk.header;
   const Pieces& data = chunk.data;
   if (header.decoded_data_size > max_decoded_size) {
@@ -83,7 +83,8 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size,
   const uint64_t held = std::min<uint64_t>(sizeof(first), data.total);
   CopyFromPieces(data, 0, held, first);
   SimpleChunkHead head;
-  if (!ParseSimpleChunkHead(first, held, data.total, &head)) Corrupt("malformed record sizes length");
+  if (!ParseSimpleChunkHead(first, held, data.total, &head))
+    Corrupt("malformed record sizes length");
   out->compression = head.compression;
 
   // The sizes buffer: num_records varints, compressed like the values.
@@ -104,12 +105,13 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size,
     Pieces compressed;
     compressed.Append(p, static_cast<size_t>(sizes_end - p));
     CheckDecodedSize(head.compression, compressed, decoded_sizes_size, "record sizes");
-    DecompressInto(head.compression, p, static_cast<size_t>(sizes_end - p), decoded_sizes_size, scratch,
-                   "record sizes");
+    DecompressInto(head.compression, p, static_cast<size_t>(sizes_end - p), decoded_sizes_size,
+                   scratch, "record sizes");
     sizes_begin = scratch->data();
     sizes_end = sizes_begin + scratch->size();
   }
-  const uint64_t total = DecodeRecordSizes(sizes_begin, sizes_end, header, &out->offsets, &out->sizes);
+  const uint64_t total =
+      DecodeRecordSizes(sizes_begin, sizes_end, header, &out->offsets, &out->sizes);
   out->decoded_size = total;
 
   uint64_t cursor = head.values_begin();

@@ -23,7 +23,9 @@ constexpr std::uint8_t kBigIntegerSubtype = 0x42;
 // documents nested or sized past its limits.
 class StrictDocument {
  public:
-  StrictDocument(json* root, const char* what) : root_(root), what_(what) { dom_.emplace(*root_, true); }
+  StrictDocument(json* root, const char* what) : root_(root), what_(what) {
+    dom_.emplace(*root_, true);
+  }
 
   void Restart() {
     *root_ = json();
@@ -34,12 +36,15 @@ class StrictDocument {
 
   bool null() { return Value() && dom_->null(); }
   bool boolean(bool value) { return Value() && dom_->boolean(value); }
-  bool number_integer(json::number_integer_t value) { return Value() && dom_->number_integer(value); }
+  bool number_integer(json::number_integer_t value) {
+    return Value() && dom_->number_integer(value);
+  }
   bool number_unsigned(json::number_unsigned_t value) {
     return Value() && dom_->number_unsigned(value);
   }
   bool number_float(json::number_float_t value, const std::string& text) {
-    if (!std::isfinite(value)) Corrupt(std::string(what_) + " holds a number too large for a float");
+    if (!std::isfinite(value))
+      Corrupt(std::string(what_) + " holds a number too large for a float");
     return Value() && dom_->number_float(value, text);
   }
   // Python keeps such an integer exact; so does the document, as its text.

@@ -21,10 +21,12 @@ class VerifiedChunks {
     size_ = chunks;
   }
   bool Has(size_t chunk) const {
-    return chunk < size_ && (words_[chunk / 64].load(std::memory_order_acquire) >> (chunk % 64)) & 1;
+    return chunk < size_ &&
+           (words_[chunk / 64].load(std::memory_order_acquire) >> (chunk % 64)) & 1;
   }
   void Mark(size_t chunk) const {
-    if (chunk < size_) words_[chunk / 64].fetch_or(uint64_t{1} << (chunk % 64), std::memory_order_release);
+    if (chunk < size_)
+      words_[chunk / 64].fetch_or(uint64_t{1} << (chunk % 64), std::memory_order_release);
   }
   size_t HeldBytes() const { return (size_ + 63) / 64 * sizeof(uint64_t); }
 

@@ -65,7 +65,8 @@ class WindowStream final : public ValueStream {
       : bytes_(bytes), offset_(offset), size_(size) {}
 
   void Read(uint8_t* dst, uint64_t n) override {
-    if (n > size_ - position_) Corrupt("record values end " + std::to_string(n - (size_ - position_)) + " bytes early");
+    if (n > size_ - position_)
+      Corrupt("record values end " + std::to_string(n - (size_ - position_)) + " bytes early");
     if (n >= kSmallRead) {
       bytes_.Read(offset_ + position_, n, dst);
     } else {
@@ -105,7 +106,8 @@ uint64_t ReadRecordSizes(const ChunkBytes& bytes, const ChunkHeader& header,
   const uint64_t held = std::min<uint64_t>(sizeof(first), header.data_size);
   bytes.Read(kChunkHeaderSize, held, first);
   SimpleChunkHead head;
-  if (!ParseSimpleChunkHead(first, held, header.data_size, &head)) Corrupt("malformed record sizes length");
+  if (!ParseSimpleChunkHead(first, held, header.data_size, &head))
+    Corrupt("malformed record sizes length");
   if (head.compression != kNoCompression) return 0;
   scratch->resize(static_cast<size_t>(head.sizes_size));
   bytes.Read(kChunkHeaderSize + head.sizes_begin, head.sizes_size, scratch->data());

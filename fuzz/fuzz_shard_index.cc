@@ -37,7 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
     if (!index.transposed_footer) {
       // What the batch planner relies on: ascending chunks before the footer,
       // a record count per chunk, and ChunkOf agreeing with FirstRecord.
-      if (!index.first_records.empty() && index.first_records.size() != index.chunk_offsets.size() + 1) {
+      if (!index.first_records.empty() &&
+          index.first_records.size() != index.chunk_offsets.size() + 1) {
         __builtin_trap();
       }
       if (index.FirstRecord(index.num_chunks()) != index.num_records) __builtin_trap();

@@ -59,7 +59,9 @@ def disk_path_factory():
     numbers = itertools.count()
 
     def make(name: str) -> pathlib.Path:
-        path = pathlib.Path(session) / f"{''.join(c if c.isalnum() else '-' for c in name)[:48]}-{next(numbers)}"
+        path = (
+            pathlib.Path(session) / f"{''.join(c if c.isalnum() else '-' for c in name)[:48]}-{next(numbers)}"
+        )
         path.mkdir()
         return path
 
@@ -77,4 +79,3 @@ def disk_path_factory():
 def disk_path(disk_path_factory, request):
     """A fresh folder on the checkout's disk, for a test that drops cached pages."""
     return disk_path_factory(request.node.name)
-

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import signal_dataset as sds
-
 from native_required import _native
+
 from sds_loader.addressing import ShardTable, shard_table
 from sds_loader.dtypes import numpy_dtype
 

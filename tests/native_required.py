@@ -17,5 +17,7 @@ try:
 except ImportError as exc:
     if os.environ.get("SDS_LOADER_ALLOW_NO_NATIVE") != "1":
         raise
-    pytest.skip(f"SDS_LOADER_ALLOW_NO_NATIVE=1 and sds_loader._native does not import ({exc})",
-                allow_module_level=True)
+    pytest.skip(
+        f"SDS_LOADER_ALLOW_NO_NATIVE=1 and sds_loader._native does not import ({exc})",
+        allow_module_level=True,
+    )

@@ -12,8 +12,8 @@ from functools import partial
 
 import numpy as np
 import pytest
-
 import sds_factory
+
 from sds_loader.cli import main, progress
 from sds_loader.cli.bench import builtin, report, timing
 from sds_loader.cli.bench.plan import Plan
@@ -89,7 +89,9 @@ def test_builtin_run_says_where_it_caches_and_logs_whole_lines(capsys, tmp_path,
     assert all(spec["uri"].startswith(cache) for spec in document["datasets"].values())
     said: list[str] = []
     builtin.ensure(directory=cache, progress=False, say=said.append)
-    assert len(said) == 1 and said[0].startswith("the built-in dataset (") and f"is cached in {cache}" in said[0]
+    assert (
+        len(said) == 1 and said[0].startswith("the built-in dataset (") and f"is cached in {cache}" in said[0]
+    )
 
 
 class _Recording(timing.Runner):
@@ -119,7 +121,9 @@ def test_every_row_gets_the_same_passes_each_from_a_fresh_runner(seconds_per_rec
     gets PASSES, each by a runner opened for it that reads one warm-up batch
     and the timed batches once."""
     made: list[_Recording] = []
-    row = timing.measure(_plan(), "k", "label", lambda plan: _Recording(made, seconds_per_record), progress=False)
+    row = timing.measure(
+        _plan(), "k", "label", lambda plan: _Recording(made, seconds_per_record), progress=False
+    )
     assert row.status == "ok", row
     assert row.passes == timing.PASSES == len(made)
     assert [runner.runs for runner in made] == [2] * timing.PASSES  # warm-up, then one timed pass
@@ -130,7 +134,10 @@ def test_every_row_gets_the_same_passes_each_from_a_fresh_runner(seconds_per_rec
 
 def test_the_table_header_says_how_rates_were_taken(capsys, root, tmp_path):
     out = tmp_path / "out"
-    assert main(["bench", root, "--batch-size", "8", "--batches", "1", "--out", os.fspath(out), "--no-progress"]) == 0
+    assert (
+        main(["bench", root, "--batch-size", "8", "--batches", "1", "--out", os.fspath(out), "--no-progress"])
+        == 0
+    )
     printed = capsys.readouterr().out
     assert timing.PASSES_NOTE in printed
     assert f"median of {timing.PASSES} passes, each by a fresh reader" in (out / "bench.md").read_text()

@@ -13,11 +13,24 @@ pytest.importorskip("torch")
 from sds_loader.cli.bench import mixture  # noqa: E402
 
 
-def test_mixture_bench_prints_and_writes_every_row(capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch) -> None:
+def test_mixture_bench_prints_and_writes_every_row(
+    capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch
+) -> None:
     monkeypatch.setattr(mixture, "REPEATS", 1)
     out_dir = tmp_path / "results"
-    argv = ["bench", "--mixture", "--builtin-records", "64", "--batch-size", "16", "--cache-dir",
-            str(tmp_path / "cache"), "--out", str(out_dir), "--no-progress"]
+    argv = [
+        "bench",
+        "--mixture",
+        "--builtin-records",
+        "64",
+        "--batch-size",
+        "16",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--out",
+        str(out_dir),
+        "--no-progress",
+    ]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert (out_dir / "mixture.md").read_text() in out

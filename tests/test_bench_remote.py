@@ -20,16 +20,35 @@ from sds_loader.cli.bench.counting_proxy import CountingProxy
 
 def test_bench_reports_rates_and_bytes_per_record(s3_dataset, tmp_path, capsys):
     uri, _ = s3_dataset
-    status = main(["bench", uri, "--batch-size", "6", "--batches", "2", "--requests-in-flight", "4",
-                   "--out", str(tmp_path)])
+    status = main(
+        [
+            "bench",
+            uri,
+            "--batch-size",
+            "6",
+            "--batches",
+            "2",
+            "--requests-in-flight",
+            "4",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0
     assert "records/s" in out and "fetched/record" in out
     assert "counted by a counting proxy in front of http://127.0.0.1:" in out
     result = json.loads((tmp_path / "bench-remote.json").read_text())
     assert result["batch_size"] == 6 and result["requests_in_flight"] == 4
-    rows = {row["method"].split(",")[0] + (" warm" if "warm" in row["method"] else ""): row for row in result["rows"]}
-    staged, cold, warm = rows["signal_dataset Dataset.__getitems__"], rows["BatchReader"], rows["BatchReader warm"]
+    rows = {
+        row["method"].split(",")[0] + (" warm" if "warm" in row["method"] else ""): row
+        for row in result["rows"]
+    }
+    staged, cold, warm = (
+        rows["signal_dataset Dataset.__getitems__"],
+        rows["BatchReader"],
+        rows["BatchReader warm"],
+    )
     # 6 records of 48 in 4 shards of 12: signal_dataset stages every shard a
     # batch touches whole, so it fetches at least a shard's bytes per batch.
     shard_bytes = result["record_bytes"] * 12
@@ -52,7 +71,9 @@ def test_the_proxy_counts_every_request_and_body_byte(s3_dataset, s3_server):
     size = dataset.object_store.info(f"s3://{bucket}/{key}").size
     with CountingProxy(s3_server.url) as proxy:
         client = boto3.client(
-            "s3", endpoint_url=proxy.url, region_name="us-east-1",
+            "s3",
+            endpoint_url=proxy.url,
+            region_name="us-east-1",
             config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}),
         )
         assert len(client.get_object(Bucket=bucket, Key=key, Range="bytes=100-1099")["Body"].read()) == 1000

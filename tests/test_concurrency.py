@@ -25,11 +25,10 @@ from functools import partial
 import numpy as np
 import pytest
 import signal_dataset as sds
+from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 from sds_factory import assert_matches_reference, capture, write_dataset
 
 import sds_loader
-
-from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 
 FIELDS = ("samples",)
 TARGETS = ("label", "snr_db")

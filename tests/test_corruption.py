@@ -23,6 +23,7 @@ from functools import partial
 import numpy as np
 import pytest
 import signal_dataset as sds
+from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 from sds_factory import (
     BLOCK_HEADER_SIZE,
     BLOCK_SIZE,
@@ -37,8 +38,6 @@ from sds_factory import (
 )
 
 import sds_loader
-
-from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 
 RECORDS = 8
 PER_SHARD = 4

@@ -29,7 +29,6 @@ import sys
 from functools import partial
 
 import pytest
-
 from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 
 RECORDS = 8

@@ -15,10 +15,16 @@ import re
 
 import pytest
 import signal_dataset as sds
+from sds_factory import assert_matches_reference, data_shards, write_dataset
+from shard_surgery import (
+    read_payloads,
+    safetensors_parts,
+    safetensors_record,
+    with_descriptor,
+    write_payloads,
+)
 
 import sds_loader
-from sds_factory import assert_matches_reference, data_shards, write_dataset
-from shard_surgery import read_payloads, safetensors_parts, safetensors_record, with_descriptor, write_payloads
 
 FIELDS = ["samples"]
 VICTIM = 1
@@ -74,7 +80,9 @@ REFUSED_DESCRIPTORS = {
         lambda d: first_axis(d).update(coordinate={"start": 0, "step": 1, "values": [1, 2]})
     ),
     "coordinate-values-wrong-length": edited(lambda d: first_axis(d).update(coordinate={"values": [1]})),
-    "coordinate-reference-unresolved": edited(lambda d: first_axis(d).update(coordinate={"reference": "nowhere"})),
+    "coordinate-reference-unresolved": edited(
+        lambda d: first_axis(d).update(coordinate={"reference": "nowhere"})
+    ),
     "shared-axis-disagrees": edited(
         lambda d: (first_axis(d).update(id="t"), samples(d)["axes"][1].update(id="t"))
     ),
@@ -85,7 +93,9 @@ REFUSED_DESCRIPTORS = {
         )
     ),
     "coordinate-values-an-object": edited(lambda d: first_axis(d).update(coordinate={"values": {"a": 1}})),
-    "coordinate-unit-a-number": edited(lambda d: first_axis(d).update(coordinate={"start": 0, "step": 1, "unit": 5})),
+    "coordinate-unit-a-number": edited(
+        lambda d: first_axis(d).update(coordinate={"start": 0, "step": 1, "unit": 5})
+    ),
     "coordinate-step-a-string": edited(lambda d: first_axis(d).update(coordinate={"start": 0, "step": "1"})),
     "coordinate-reference-a-number": edited(lambda d: first_axis(d).update(coordinate={"reference": 3})),
     "coordinate-metadata-a-list": edited(
@@ -93,11 +103,21 @@ REFUSED_DESCRIPTORS = {
     ),
     "coordinate-not-an-object": edited(lambda d: first_axis(d).update(coordinate=[0, 1])),
     "coordinate-duplicate-key": lambda d: json_bytes(
-        {**d, "fields": {"samples": {**samples(d), "axes": [{**first_axis(d), "coordinate": "@@"}, *samples(d)["axes"][1:]]}}}
+        {
+            **d,
+            "fields": {
+                "samples": {
+                    **samples(d),
+                    "axes": [{**first_axis(d), "coordinate": "@@"}, *samples(d)["axes"][1:]],
+                }
+            },
+        }
     ).replace(b'"@@"', b'{"start": 0, "start": 1, "step": 1}'),
     "shared-axis-coordinate-metadata-disagrees": edited(
         lambda d: (
-            first_axis(d).update(id="t", length=2, coordinate={"start": 0, "step": 1, "metadata": {"a": [1]}}),
+            first_axis(d).update(
+                id="t", length=2, coordinate={"start": 0, "step": 1, "metadata": {"a": [1]}}
+            ),
             samples(d)["axes"][1].update(id="t", coordinate={"start": 0, "step": 1, "metadata": {"a": [2]}}),
         )
     ),
@@ -114,18 +134,28 @@ ACCEPTED_DESCRIPTORS = {
     "scene-id-null": edited(lambda d: d.update(scene_id=None)),
     "extra-top-level-key": edited(lambda d: d.update(note="kept")),
     "coordinate-nested-metadata": edited(
-        lambda d: first_axis(d).update(coordinate={"start": 0, "step": 1, "metadata": {"a": {"b": [1, None, "x"]}}})
+        lambda d: first_axis(d).update(
+            coordinate={"start": 0, "step": 1, "metadata": {"a": {"b": [1, None, "x"]}}}
+        )
     ),
     "coordinate-explicit-values": edited(
-        lambda d: first_axis(d).update(coordinate={"values": list(range(first_axis(d)["length"])), "unit": None})
+        lambda d: first_axis(d).update(
+            coordinate={"values": list(range(first_axis(d)["length"])), "unit": None}
+        )
     ),
     "coordinate-metadata-empty-list": edited(
         lambda d: first_axis(d).update(coordinate={"start": 0, "step": 1, "metadata": []})
     ),
-    "linear-coordinate": edited(lambda d: first_axis(d).update(coordinate={"start": 0, "step": 0.5, "unit": "s"})),
-    "coordinate-reference-to-field": edited(lambda d: first_axis(d).update(coordinate={"reference": "samples"})),
+    "linear-coordinate": edited(
+        lambda d: first_axis(d).update(coordinate={"start": 0, "step": 0.5, "unit": "s"})
+    ),
+    "coordinate-reference-to-field": edited(
+        lambda d: first_axis(d).update(coordinate={"reference": "samples"})
+    ),
     "shared-axis-same-coordinate": edited(
-        lambda d: [samples(d)["axes"][k].update(id=f"axis{k}", coordinate={"start": 0, "step": 1}) for k in (0, 1)]
+        lambda d: [
+            samples(d)["axes"][k].update(id=f"axis{k}", coordinate={"start": 0, "step": 1}) for k in (0, 1)
+        ]
     ),
     "empty-reference": edited(lambda d: first_axis(d).update(coordinate={"reference": ""})),
     # Raw (unescaped) UTF-8, as json.dumps(ensure_ascii=False) writes it.
@@ -147,7 +177,11 @@ def header_edit(change):
 
 
 def add_tensor(header, data, dtype="U8"):
-    header["extra"] = {"dtype": dtype, "shape": [2], "data_offsets": [len(data), len(data) + (2 if dtype == "U8" else 4)]}
+    header["extra"] = {
+        "dtype": dtype,
+        "shape": [2],
+        "data_offsets": [len(data), len(data) + (2 if dtype == "U8" else 4)],
+    }
     return header, data + b"\0" * (2 if dtype == "U8" else 4)
 
 

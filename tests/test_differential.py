@@ -27,11 +27,11 @@ from functools import partial
 import numpy as np
 import pytest
 import signal_dataset as sds
-
-import sds_loader
 from sds_factory import assert_matches_reference, capture, data_shards, field, record_chunks, write_dataset
 from shard_surgery import ChunkHeader, ShardImage, simple_chunk_layout
 from stricter import STRICTER, stricter_class
+
+import sds_loader
 
 LONG = os.environ.get("SDS_LOADER_LONG_DIFFERENTIAL") == "1"
 RECORDS = 4
@@ -49,11 +49,16 @@ LAYOUTS = [
 if LONG:
     LAYOUTS += ["group_size:4,zstd:-3", "group_size:3,snappy", "group_size:2,brotli:11,window_log:20"]
 
+
 def damages(header: ChunkHeader, payload: bytes, seed: int):
     """(name, header, payload) triples: header fields, then flipped bits."""
     yield "num_records+1", ChunkHeader(**{**header.__dict__, "num_records": header.num_records + 1}), payload
     if header.num_records > 1:
-        yield "num_records-1", ChunkHeader(**{**header.__dict__, "num_records": header.num_records - 1}), payload
+        yield (
+            "num_records-1",
+            ChunkHeader(**{**header.__dict__, "num_records": header.num_records - 1}),
+            payload,
+        )
     for delta in (-1, 1):
         changed = ChunkHeader(**{**header.__dict__, "decoded_data_size": header.decoded_data_size + delta})
         yield f"decoded_data_size{delta:+d}", changed, payload
@@ -67,7 +72,9 @@ def damages(header: ChunkHeader, payload: bytes, seed: int):
         # Uncompressed: aim at the first record's parts as well.
         values = layout.values_begin
         regions["length prefix"] = range(values, values + 8)
-        regions["safetensors header"] = range(values + 8, values + 8 + min(200, layout.values_end - values - 8))
+        regions["safetensors header"] = range(
+            values + 8, values + 8 + min(200, layout.values_end - values - 8)
+        )
     rng = random.Random(seed)
     for region, positions in regions.items():
         if LONG:
@@ -175,7 +182,9 @@ def test_only_the_named_refusals_pass_as_stricter():
         assert f"*{name}*" in readme, f"the README does not document {name!r}"
     assert stricter_class(sds_loader.CorruptShardError("shard x: record 1: chunk data hash mismatch")) is None
     assert stricter_class(ValueError("record sizes claim 5 bytes for 2 records")) is None
-    sized = sds_loader.CorruptShardError("shard x: record 1 (record 1 of the shard): record sizes claim 9 bytes for 3 records")
+    sized = sds_loader.CorruptShardError(
+        "shard x: record 1 (record 1 of the shard): record sizes claim 9 bytes for 3 records"
+    )
     assert stricter_class(sized) == "a chunk's record-size table is checked whole"
 
 
@@ -184,8 +193,11 @@ def test_a_metadata_integer_past_float64_reads_as_signal_dataset_reads_it(tmp_pa
     a target that cannot hold the value is an error."""
 
     def record(ordinal: int) -> sds.Record:
-        return sds.Record(id=f"r{ordinal}", fields={"samples": field(np.zeros(2, np.float32))},
-                          metadata={"big": 10**400 if ordinal == 1 else 1})
+        return sds.Record(
+            id=f"r{ordinal}",
+            fields={"samples": field(np.zeros(2, np.float32))},
+            metadata={"big": 10**400 if ordinal == 1 else 1},
+        )
 
     write_dataset(tmp_path / "ds", 2, record)
     assert sds.open(os.fspath(tmp_path / "ds"))[1].metadata["big"] == 10**400

@@ -13,11 +13,11 @@ import os
 import numpy as np
 import pytest
 import signal_dataset as sds
+from native_required import _native  # noqa: F401 - a build without it fails the run (conftest.py)
 from sds_factory import assert_batch, capture, field, write_dataset
 
 import sds_loader
 from sds_loader import fallback
-from native_required import _native  # noqa: F401 - a build without it fails the run (conftest.py)
 
 TRANSPOSED = "group_size:1,transpose:true"
 
@@ -247,7 +247,9 @@ def _header_damage(field: str, delta: int):
         image = ShardImage(shard)
         chunk = [c for c in read_chunks(shard) if c.chunk_type == "t"][1]
         header, payload = image.chunk(chunk)
-        image.replace(chunk, ChunkHeader(**{**header.__dict__, field: getattr(header, field) + delta}), payload)
+        image.replace(
+            chunk, ChunkHeader(**{**header.__dict__, field: getattr(header, field) + delta}), payload
+        )
         image.save()
 
     damage.__name__ = f"{field}{delta:+d}"
@@ -255,7 +257,8 @@ def _header_damage(field: str, delta: int):
 
 
 @pytest.mark.parametrize(
-    "damage", [_header_damage("num_records", 1), _header_damage("decoded_data_size", 1)],
+    "damage",
+    [_header_damage("num_records", 1), _header_damage("decoded_data_size", 1)],
     ids=["num_records+1", "decoded_data_size+1"],
 )
 def test_damage_is_told_by_exception_type_not_message(tmp_path, damage):
@@ -263,7 +266,9 @@ def test_damage_is_told_by_exception_type_not_message(tmp_path, damage):
     with pytest.raises(RuntimeError) as refused:
         sds.open(root).__getitems__([0, 1, 2])
     # array_record's own words for it are none of those the fallback once looked for.
-    assert not any(word in str(refused.value) for word in ("Corrupted Riegeli", "Invalid Riegeli", "DATA_LOSS"))
+    assert not any(
+        word in str(refused.value) for word in ("Corrupted Riegeli", "Invalid Riegeli", "DATA_LOSS")
+    )
     reader = sds_loader.BatchReader(root, fields=("iq",))
     with pytest.raises(sds_loader.CorruptShardError, match="record 1 ") as raised:
         reader.read([0, 1, 2])
@@ -299,7 +304,9 @@ EDGE_VALUES = [2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 1e19,
 def edge_record(ordinal: int) -> sds.Record:
     value = 1 if ordinal % len(EDGE_VALUES) == 0 else EDGE_VALUES[ordinal % len(EDGE_VALUES)]
     return sds.Record(
-        id=f"edge-{ordinal}", fields={"x": field(np.arange(3, dtype=np.int32))}, metadata={"v": value},
+        id=f"edge-{ordinal}",
+        fields={"x": field(np.arange(3, dtype=np.int32))},
+        metadata={"v": value},
     )
 
 

@@ -166,7 +166,9 @@ def test_a_small_warm_batch_stays_on_the_callers_thread(compressed):
     reader = sds_loader.BatchReader(compressed, threads=3, targets=MIXED_TARGETS)
     indices = scrambled(MIXED_COUNT, seed=5)
     for _ in range(5):
-        assert_batch(compressed, reader.read(indices), positive(indices, MIXED_COUNT), MIXED_FIELDS, MIXED_TARGETS)
+        assert_batch(
+            compressed, reader.read(indices), positive(indices, MIXED_COUNT), MIXED_FIELDS, MIXED_TARGETS
+        )
     assert reader.stats.batches == 5 and reader.stats.helped_batches == 0
 
 

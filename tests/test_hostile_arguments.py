@@ -14,12 +14,11 @@ import textwrap
 
 import numpy as np
 import pytest
+from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 from sds_factory import assert_batch, write_dataset
 from test_arguments import COUNT, plain_record
 
 import sds_loader
-
-from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 
 FIELDS = ("iq", "taps")
 

@@ -26,11 +26,10 @@ from functools import partial
 import pytest
 import signal_dataset as sds
 from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
+from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 from sds_factory import assert_batch, capture, shard_ordinals, write_dataset
 
 import sds_loader
-
-from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 
 FIELDS = ("samples",)
 PER_SHARD = 3

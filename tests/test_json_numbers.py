@@ -27,11 +27,11 @@ import struct
 import numpy as np
 import pytest
 import signal_dataset as sds
+from sds_factory import assert_matches_reference, data_shards, write_dataset
+from shard_surgery import read_payloads, safetensors_parts, with_descriptor, write_payloads
 from signal_dataset.errors import ValidationError
 
 import sds_loader
-from sds_factory import assert_matches_reference, data_shards, write_dataset
-from shard_surgery import read_payloads, safetensors_parts, with_descriptor, write_payloads
 
 VICTIM = 1
 PLACEHOLDER = "@@number@@"

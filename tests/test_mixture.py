@@ -20,10 +20,10 @@ import signal_dataset as sds
 
 torch = pytest.importorskip("torch")
 
-from torch.utils.data import DataLoader, get_worker_info  # noqa: E402
-
 from s3_fixtures import s3_server, upload_dataset  # noqa: E402, F401
 from sds_factory import capture, write_dataset  # noqa: E402
+from torch.utils.data import DataLoader, get_worker_info  # noqa: E402
+
 from sds_loader import MixedShapesError, Window  # noqa: E402
 from sds_loader.samplers import MixtureSampler, ShardAwareSampler  # noqa: E402
 from sds_loader.samplers.mixture import batch_quotas  # noqa: E402
@@ -36,7 +36,9 @@ SECOND = 1000
 
 def make(ordinal: int, *, base: int, samples: int) -> sds.Record:
     record = capture(base + ordinal, channels=2, samples=samples)
-    return sds.Record(id=record.id, fields=record.fields, metadata={**record.metadata, "index": base + ordinal})
+    return sds.Record(
+        id=record.id, fields=record.fields, metadata={**record.metadata, "index": base + ordinal}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,10 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     first, second = base / "first", base / "second"
     write_dataset(first, SIZES[0], functools.partial(make, base=0, samples=32), records_per_shard=40)
     write_dataset(
-        second, SIZES[1], functools.partial(make, base=SECOND, samples=32), records_per_shard=16,
+        second,
+        SIZES[1],
+        functools.partial(make, base=SECOND, samples=32),
+        records_per_shard=16,
         writer_options="group_size:1,uncompressed",
     )
     return str(first), str(second)
@@ -75,7 +80,9 @@ class Reference:
         member = int(np.searchsorted(self.offsets, index, side="right") - 1)
         return self.members[member][index - int(self.offsets[member])]
 
-    def check(self, batch: dict[str, torch.Tensor], indices: Sequence[int], window: int | None = None) -> None:
+    def check(
+        self, batch: dict[str, torch.Tensor], indices: Sequence[int], window: int | None = None
+    ) -> None:
         assert batch["inputs"].shape[0] == len(indices)
         for row, index in enumerate(indices):
             record = self.record(index)
@@ -145,8 +152,14 @@ def test_grain_protocol_and_pickling(roots: tuple[str, str]) -> None:
 
 
 def test_windows_make_different_lengths_agree(roots: tuple[str, str], longer: str) -> None:
-    plain = [SDSTorchDataset(roots[0], targets={"index": "index"}), SDSTorchDataset(longer, targets={"index": "index"})]
-    with pytest.raises(ValueError, match=r"member 1 \(.*longer\) delivers 'inputs' as complex64 \(2, 48\), member 0 .* complex64 \(2, 32\).*Window of one length"):
+    plain = [
+        SDSTorchDataset(roots[0], targets={"index": "index"}),
+        SDSTorchDataset(longer, targets={"index": "index"}),
+    ]
+    with pytest.raises(
+        ValueError,
+        match=r"member 1 \(.*longer\) delivers 'inputs' as complex64 \(2, 48\), member 0 .* complex64 \(2, 32\).*Window of one length",
+    ):
         Mixture(plain, [1, 1])
     window = Window("a1", 16)
     cut = [SDSTorchDataset(root, targets={"index": "index"}, window=window) for root in (roots[0], longer)]
@@ -164,21 +177,34 @@ def test_windows_make_different_lengths_agree(roots: tuple[str, str], longer: st
 
 def test_members_must_agree_on_keys_and_dtypes(roots: tuple[str, str]) -> None:
     first = SDSTorchDataset(roots[0], targets={"index": "index"})
-    with pytest.raises(ValueError, match=r"member 1 \(.*second\) delivers keys \['index', 'inputs'\].*1 lacks \['target'\].*inputs=, target="):
+    with pytest.raises(
+        ValueError,
+        match=r"member 1 \(.*second\) delivers keys \['index', 'inputs'\].*1 lacks \['target'\].*inputs=, target=",
+    ):
         Mixture([first, SDSTorchDataset(roots[1], target=None, targets={"index": "index"})], [1, 1])
-    with pytest.raises(ValueError, match=r"member 1 .* delivers 'target' as float64 \(\), member 0 .* as int64 \(\)"):
+    with pytest.raises(
+        ValueError, match=r"member 1 .* delivers 'target' as float64 \(\), member 0 .* as int64 \(\)"
+    ):
         Mixture([first, SDSTorchDataset(roots[1], target="snr_db", targets={"index": "index"})], [1, 1])
 
 
 def test_a_member_whose_records_change_shape_is_named(roots: tuple[str, str], tmp_path) -> None:
     varying = tmp_path / "varying"
-    write_dataset(varying, 20, lambda i: make(i, base=3000, samples=32 if i < 10 else 48), records_per_shard=10)
+    write_dataset(
+        varying, 20, lambda i: make(i, base=3000, samples=32 if i < 10 else 48), records_per_shard=10
+    )
     mixed = Mixture(
-        [SDSTorchDataset(roots[0], targets={"index": "index"}), SDSTorchDataset(str(varying), targets={"index": "index"})],
+        [
+            SDSTorchDataset(roots[0], targets={"index": "index"}),
+            SDSTorchDataset(str(varying), targets={"index": "index"}),
+        ],
         [1, 1],
     )  # record 0 of each member agrees: (2, 32)
     Reference([roots[0], str(varying)]).check(collate(mixed.__getitems__([1, 121, 120])), [1, 121, 120])
-    with pytest.raises(ValueError, match=r"mixture member 1 \(.*varying\): out\['samples'\] has shape \(2, 2, 32\); this batch needs \(2, 2, 48\).*Window of one length"):
+    with pytest.raises(
+        ValueError,
+        match=r"mixture member 1 \(.*varying\): out\['samples'\] has shape \(2, 2, 32\); this batch needs \(2, 2, 48\).*Window of one length",
+    ):
         mixed.__getitems__([0, 130, 131])
     with pytest.raises(MixedShapesError, match="mixes record layouts") as raised:
         mixed.__getitems__([125, 135])
@@ -199,7 +225,9 @@ def test_a_member_whose_records_change_shape_is_named(roots: tuple[str, str], tm
         ((None, [1, 1]), {"seed": -2}, ValueError, "seed must be a non-negative integer"),
     ],
 )
-def test_bad_arguments_say_what_to_do(roots: tuple[str, str], args: tuple, kwargs: dict, error: type, match: str) -> None:
+def test_bad_arguments_say_what_to_do(
+    roots: tuple[str, str], args: tuple, kwargs: dict, error: type, match: str
+) -> None:
     datasets, weights = args
     if datasets is None:
         datasets = [SDSTorchDataset(root) for root in roots]
@@ -225,7 +253,9 @@ def member_counts(batches: Sequence[Sequence[int]], boundary: int = SIZES[0]) ->
 
 
 @pytest.mark.parametrize("weights", [(0.7, 0.3), (0.5, 0.5), (0.9, 0.1), (1, 3)])
-def test_every_epoch_and_every_batch_holds_each_member_by_its_weight(roots: tuple[str, str], weights: tuple) -> None:
+def test_every_epoch_and_every_batch_holds_each_member_by_its_weight(
+    roots: tuple[str, str], weights: tuple
+) -> None:
     mixed = mixture(roots, weights, epoch_size=2000)
     share = np.asarray(weights, dtype=float) / sum(weights)
     sampler = MixtureSampler(mixed, 256)
@@ -314,7 +344,10 @@ def test_ranks_take_whole_batches_and_cover_the_epoch(roots: tuple[str, str], re
     per_rank = -(-len(whole) // replicas)
     assert [len(r) for r in ranks] == [per_rank] * replicas
     assert {tuple(b) for r in ranks for b in r} == {tuple(b) for b in whole}
-    dropped = [list(MixtureSampler(mixed, 16, num_replicas=replicas, rank=r, drop_last=True)) for r in range(replicas)]
+    dropped = [
+        list(MixtureSampler(mixed, 16, num_replicas=replicas, rank=r, drop_last=True))
+        for r in range(replicas)
+    ]
     assert all(len(r) == (len(whole) - 1) // replicas for r in dropped)
     assert all(len(b) == 16 for r in dropped for b in r)
 
@@ -363,7 +396,10 @@ def test_resume_through_stateful_dataloader_with_workers(roots: tuple[str, str])
         sampler = MixtureSampler(mixed, 8, seed=1, readahead=8)
         sampler.set_epoch(1)
         return stateful.StatefulDataLoader(
-            mixed, batch_sampler=sampler, collate_fn=collate, num_workers=2,
+            mixed,
+            batch_sampler=sampler,
+            collate_fn=collate,
+            num_workers=2,
             multiprocessing_context="fork",
         )
 
@@ -400,8 +436,12 @@ def test_workers_deliver_the_same_bytes(roots: tuple[str, str], context: str, wo
     sampler = MixtureSampler(mixed, 24, seed=2)
     expected = list(sampler)
     loader = DataLoader(
-        mixed, batch_sampler=sampler, num_workers=workers, collate_fn=report_worker,
-        multiprocessing_context=context, persistent_workers=True,
+        mixed,
+        batch_sampler=sampler,
+        num_workers=workers,
+        collate_fn=report_worker,
+        multiprocessing_context=context,
+        persistent_workers=True,
     )
     reference = Reference(roots)
     for epoch in range(2):
@@ -462,8 +502,13 @@ def test_a_local_and_a_remote_member_mix(roots: tuple[str, str], s3_server: obje
     scattered = [i for batch in batches[:2] for i in reversed(batch)]
     for indices in (batches[0], batches[-1], scattered):
         reference.check(collate(mixed.__getitems__(indices)), indices)
-    assert mixed.datasets[1].reader.stats.native_records > 0 and mixed.datasets[1].reader.stats.fetch_requests > 0
+    assert (
+        mixed.datasets[1].reader.stats.native_records > 0
+        and mixed.datasets[1].reader.stats.fetch_requests > 0
+    )
     # A spawned worker gets the member's store settings, not this process's registry.
-    loader = DataLoader(mixed, batch_sampler=sampler, num_workers=1, collate_fn=collate, multiprocessing_context="spawn")
+    loader = DataLoader(
+        mixed, batch_sampler=sampler, num_workers=1, collate_fn=collate, multiprocessing_context="spawn"
+    )
     for batch, indices in zip(loader, batches, strict=True):
         reference.check(batch, indices)

@@ -9,9 +9,9 @@ import time
 import numpy as np
 import pytest
 import signal_dataset as sds
-
 from disk_pages import drop_cached_pages
 from sds_factory import assert_batch, capture, read_chunks, record_chunks, shard_ordinals, write_dataset
+
 from sds_loader import BatchReader
 from sds_loader.cli.bench.loader import drop_pages
 
@@ -24,8 +24,13 @@ def root(request, disk_path_factory) -> str:
     # On the checkout's disk, not in the temporary folder: the page-cache test
     # drops the shards' pages, which a tmpfs folder never gives up.
     path = disk_path_factory("readahead") / "captures"
-    write_dataset(path, RECORDS, functools.partial(capture, samples=512), records_per_shard=PER_SHARD,
-                  writer_options=request.param)
+    write_dataset(
+        path,
+        RECORDS,
+        functools.partial(capture, samples=512),
+        records_per_shard=PER_SHARD,
+        writer_options=request.param,
+    )
     return str(path)
 
 
@@ -51,7 +56,9 @@ def expected_hint_bytes(root: str, ordinals) -> int:
     return total
 
 
-@pytest.mark.parametrize("ordinals", [[5], [5, 5, 5], [6, 5, 7, 4], [0, 39, 40, 95, 17, 18, 60], list(range(RECORDS))])
+@pytest.mark.parametrize(
+    "ordinals", [[5], [5, 5, 5], [6, 5, 7, 4], [0, 39, 40, 95, 17, 18, 60], list(range(RECORDS))]
+)
 def test_will_need_announces_exactly_the_chunks_of_the_records(root, ordinals) -> None:
     reader = BatchReader(root)
     assert reader.will_need(ordinals) == expected_hint_bytes(root, ordinals)

@@ -22,6 +22,7 @@ from functools import partial
 import numpy as np
 import pytest
 import signal_dataset as sds
+from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 from sds_factory import (
     BLOCK_SIZE,
     CHUNK_HEADER_SIZE,
@@ -34,8 +35,6 @@ from sds_factory import (
 from shard_surgery import riegeli_hash, varint
 
 import sds_loader
-
-from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
 
 if not os.path.exists("/proc/self/statm"):
     pytest.skip("needs Linux /proc", allow_module_level=True)

@@ -28,7 +28,9 @@ ALL = list(range(48))
 
 def reader_through(proxy: FaultProxy, uri: str) -> tuple[sds_loader.BatchReader, list[int]]:
     """A reader whose every request attempt records the thread it was made on."""
-    reader = sds_loader.BatchReader(uri, targets=("label",), object_store=S3ObjectStore(options=endpoint_options(proxy.url)))
+    reader = sds_loader.BatchReader(
+        uri, targets=("label",), object_store=S3ObjectStore(options=endpoint_options(proxy.url))
+    )
     source = reader._process().source
     source._backoff = RetryPolicy(attempts=3, base_seconds=0.01, max_seconds=0.05)
     threads: list[int] = []

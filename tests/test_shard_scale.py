@@ -17,9 +17,9 @@ import sys
 
 import numpy as np
 import pytest
+from sds_factory import assert_matches_reference, write_dataset
 
 import sds_loader
-from sds_factory import assert_matches_reference, write_dataset
 
 SHARDS = 150
 PER_SHARD = 4
@@ -73,7 +73,9 @@ print(json.dumps({
 def run_child(root, soft: int, hard: int, explicit: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", CHILD, os.fspath(root), str(soft), str(hard), explicit],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

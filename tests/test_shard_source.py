@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import signal_dataset as sds
 from native_batches import native_read
+from native_required import _native
 from sds_factory import assert_matches_reference, write_dataset
 
-from native_required import _native
 from sds_loader.addressing import shard_table
 
 

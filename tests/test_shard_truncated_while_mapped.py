@@ -25,9 +25,8 @@ import textwrap
 from functools import partial
 
 import pytest
-from sds_factory import capture, data_shards, record_chunks, write_dataset
-
 from native_required import _native  # noqa: F401,E402 - a build without it fails the run (conftest.py)
+from sds_factory import capture, data_shards, record_chunks, write_dataset
 
 RECORDS = 16
 PAGE = 4096

@@ -26,7 +26,11 @@ def collect_without_native(*files: str, allow: bool) -> subprocess.CompletedProc
         env["SDS_LOADER_ALLOW_NO_NATIVE"] = "1"
     return subprocess.run(
         [sys.executable, "-c", CHILD, *(os.path.join(HERE, name) for name in files)],
-        capture_output=True, text=True, timeout=120, cwd=os.path.dirname(HERE), env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=os.path.dirname(HERE),
+        env=env,
     )
 
 
@@ -72,7 +76,9 @@ def test_the_disk_folder_is_on_a_disk(disk_path):
     with open("/proc/mounts", encoding="utf-8") as handle:
         mounts = [line.split()[1:3] for line in handle]
     path = os.path.realpath(disk_path)
-    point, kind = max(((p, k) for p, k in mounts if path == p or path.startswith(p.rstrip("/") + "/")),
-                      key=lambda item: len(item[0]))
+    point, kind = max(
+        ((p, k) for p, k in mounts if path == p or path.startswith(p.rstrip("/") + "/")),
+        key=lambda item: len(item[0]),
+    )
     assert kind not in ("tmpfs", "ramfs"), f"{path} is on {kind} ({point})"
     assert ".pytest-disk" in path and os.path.isdir(path)

@@ -24,14 +24,14 @@ import traceback
 
 import numpy as np
 import pytest
-import signal_dataset as sds
-
 import sds_factory
-import sds_loader
-from native_required import _native
-from native_batches import native_read, open_native
+import signal_dataset as sds
 from disk_pages import drop_cached_pages
+from native_batches import native_read, open_native
+from native_required import _native
 from sds_factory import assert_matches_reference, write_dataset
+
+import sds_loader
 
 HANG_SECONDS = 30
 
@@ -102,8 +102,9 @@ def test_a_forked_child_makes_its_own_threads(root):
 
     assert in_child(child) == 0
     # The parent's threads were not disturbed by the fork.
-    assert_matches_reference(root, native_read(native, table, ordinals, threads=3), ordinals,
-                             ["samples"], ["label"])
+    assert_matches_reference(
+        root, native_read(native, table, ordinals, threads=3), ordinals, ["samples"], ["label"]
+    )
 
 
 def test_a_fork_while_a_footer_is_fetched_does_not_block_the_child(root):
@@ -200,8 +201,7 @@ def test_threads_the_system_refuses_mean_fewer_workers(root):
         print("ok", native.worker_threads)
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith("ok"), done.stdout
 
@@ -209,11 +209,13 @@ def test_threads_the_system_refuses_mean_fewer_workers(root):
 def test_scratch_kept_between_reads_is_bounded(tmp_path):
     """After a batch of large records, idle scratch keeps no buffer of a
     record's size, and little in all, however many threads read it."""
+
     def large(ordinal: int) -> sds.Record:
         rng = np.random.default_rng(ordinal)
         data = rng.integers(0, 255, size=(12 << 20,), dtype=np.uint8)
-        return sds.Record(id=f"large-{ordinal}", fields={"blob": sds_factory.field(data)},
-                          metadata={"label": ordinal})
+        return sds.Record(
+            id=f"large-{ordinal}", fields={"blob": sds_factory.field(data)}, metadata={"label": ordinal}
+        )
 
     root = str(tmp_path / "large")
     write_dataset(root, 6, large, records_per_shard=3, writer_options="group_size:1,uncompressed")
@@ -259,22 +261,30 @@ def test_a_small_warm_batch_wakes_no_helper(tmp_path):
     small = str(tmp_path / "small")
     write_dataset(small, 32, records_per_shard=8, writer_options=["uncompressed"] * 4)
     native, table = _native_at_default_threshold(small)
-    assert_matches_reference(small, native_read(native, table, ordinals, threads=2), ordinals,
-                             ["samples"], ["label"])
+    assert_matches_reference(
+        small, native_read(native, table, ordinals, threads=2), ordinals, ["samples"], ["label"]
+    )
     assert native.worker_threads == 0 and native.helped_batches == 0
     # Records of 512 KiB: the same four runs, now worth a second thread.
     large = str(tmp_path / "large")
-    write_dataset(large, 32, functools.partial(sds_factory.capture, samples=32768), records_per_shard=8,
-                  writer_options=["uncompressed"] * 4)
+    write_dataset(
+        large,
+        32,
+        functools.partial(sds_factory.capture, samples=32768),
+        records_per_shard=8,
+        writer_options=["uncompressed"] * 4,
+    )
     native, table = _native_at_default_threshold(large)
-    assert_matches_reference(large, native_read(native, table, ordinals, threads=2), ordinals,
-                             ["samples"], ["label"])
+    assert_matches_reference(
+        large, native_read(native, table, ordinals, threads=2), ordinals, ["samples"], ["label"]
+    )
     assert native.worker_threads == 1
     # Lowering the threshold wakes one for the small batch too.
     native, table = _native_at_default_threshold(small)
     native.work_per_helper = 1
-    assert_matches_reference(small, native_read(native, table, ordinals, threads=2), ordinals,
-                             ["samples"], ["label"])
+    assert_matches_reference(
+        small, native_read(native, table, ordinals, threads=2), ordinals, ["samples"], ["label"]
+    )
     assert native.worker_threads == 1
 
 

@@ -144,10 +144,14 @@ class FallbackReader:
         if self._pid != os.getpid():
             # Inherited across a fork: the parent's helper, dataset and lock
             # are not ours. Forgotten, not closed: the parent still uses them.
-            self.__setstate__({
-                "_uri": self._uri, "_store": for_this_process(self._store), "_settings": self._settings,
-                "_pid": os.getpid(),
-            })
+            self.__setstate__(
+                {
+                    "_uri": self._uri,
+                    "_store": for_this_process(self._store),
+                    "_settings": self._settings,
+                    "_pid": os.getpid(),
+                }
+            )
         if not self.in_helper:
             if self._dataset is None:
                 self._dataset = open_dataset(self._uri, self._store, self._settings)

@@ -17,8 +17,8 @@ from signal_dataset.storage import ObjectStore
 from sds_loader import fallback, sources
 from sds_loader.addressing import ShardTable, native_unavailable_reason, shard_table
 from sds_loader.dataset_root import open_dataset
-from sds_loader.file_budget import default_open_files
 from sds_loader.errors import MixedShapesError, SchemaMismatch, UnknownNameError, UnknownTargetError
+from sds_loader.file_budget import default_open_files
 from sds_loader.indices import normalize, normalize_one
 from sds_loader.outputs import Allocator, adopt, allocate
 from sds_loader.record_metadata import MetadataSource, describe_axes

@@ -77,8 +77,16 @@ READAHEAD_BYTES = 32 << 20
 #: HTTP statuses and S3 error codes that a later attempt may not see.
 _RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 _RETRY_CODES = frozenset(
-    {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError",
-     "ServiceUnavailable", "RequestLimitExceeded", "BandwidthLimitExceeded"}
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestTimeout",
+        "InternalError",
+        "ServiceUnavailable",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+    }
 )
 
 
@@ -145,7 +153,11 @@ class S3RangeSource:
         connect_timeout: float = 10.0,
         read_timeout: float = 30.0,
     ) -> None:
-        if isinstance(requests_in_flight, bool) or not isinstance(requests_in_flight, int) or requests_in_flight < 1:
+        if (
+            isinstance(requests_in_flight, bool)
+            or not isinstance(requests_in_flight, int)
+            or requests_in_flight < 1
+        ):
             raise ValueError(f"requests_in_flight must be a positive integer, not {requests_in_flight!r}")
         self._uris = tuple(uris)
         self._parts = tuple(s3_parts(uri) for uri in self._uris)
@@ -210,7 +222,9 @@ class S3RangeSource:
             for future in futures:
                 future.cancel()
             wait(futures)
-            raise sds.StorageError(f"the reader of {self._uris[remote[0][0]]} was closed during a read") from exc
+            raise sds.StorageError(
+                f"the reader of {self._uris[remote[0][0]]} was closed during a read"
+            ) from exc
         wait(futures, return_when="FIRST_EXCEPTION")
         failed = next((f for f in futures if f.done() and not f.cancelled() and f.exception()), None)
         if failed is not None:
@@ -264,7 +278,15 @@ class S3RangeSource:
             for file, offset, size in wanted:
                 etag = self._tail(file).etag
                 buffer = bytearray(size)
-                jobs.append((file, offset, etag, buffer, pool.submit(self._get_into, file, offset, memoryview(buffer), etag)))
+                jobs.append(
+                    (
+                        file,
+                        offset,
+                        etag,
+                        buffer,
+                        pool.submit(self._get_into, file, offset, memoryview(buffer), etag),
+                    )
+                )
         except Exception:  # noqa: BLE001 - a hint never fails; the read reports
             return
         wait([job[-1] for job in jobs])
@@ -306,7 +328,13 @@ class S3RangeSource:
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         state.update(
-            _lock=None, _client=None, _pool=None, _errors=(), _tails=OrderedDict(), _ahead=OrderedDict(), _ahead_bytes=0
+            _lock=None,
+            _client=None,
+            _pool=None,
+            _errors=(),
+            _tails=OrderedDict(),
+            _ahead=OrderedDict(),
+            _ahead_bytes=0,
         )
         return state
 
@@ -519,7 +547,9 @@ def _make_client(options: S3Options, in_flight: int, timeouts: tuple[float, floa
         key = (options.profile_name, options.region_name)
         session = _SESSIONS.get(key)
         if session is None:
-            session = _SESSIONS[key] = boto3.Session(profile_name=options.profile_name, region_name=options.region_name)
+            session = _SESSIONS[key] = boto3.Session(
+                profile_name=options.profile_name, region_name=options.region_name
+            )
         client = session.client("s3", endpoint_url=options.endpoint_url, config=Config(**settings))
     return client, (ClientError, BotoCoreError)
 

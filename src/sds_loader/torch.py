@@ -63,7 +63,9 @@ class Batch(Sequence[dict[str, _torch.Tensor]]):
 
     __slots__ = ("_tensors", "_length", "_ring_block")
 
-    def __init__(self, tensors: Mapping[str, _torch.Tensor], length: int, *, ring_block: object = None) -> None:
+    def __init__(
+        self, tensors: Mapping[str, _torch.Tensor], length: int, *, ring_block: object = None
+    ) -> None:
         for name, tensor in tensors.items():
             if tensor.dim() == 0 or tensor.shape[0] != length:
                 raise ValueError(
@@ -212,9 +214,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         self._fields = _key_map("fields", "inputs", inputs, fields)
         self._targets = _key_map("targets", "target", target, targets)
         _check_disjoint(self._fields, self._targets)
-        if threads is not None and (
-            isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
-        ):
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be a positive integer or None, not {threads!r}")
         self._threads = threads
         self._pin_memory = bool(pin_memory)
@@ -403,10 +403,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             extra += f", window={self._window!r}, seed={self._seed}"
         if self._worker_blocks != DEFAULT_BLOCKS:
             extra += f", worker_blocks={self._worker_blocks}"
-        return (
-            f"SDSTorchDataset({self._uri!r}, fields={self._fields!r}, "
-            f"targets={self._targets!r}{extra})"
-        )
+        return f"SDSTorchDataset({self._uri!r}, fields={self._fields!r}, targets={self._targets!r}{extra})"
 
 
 def buffer_source(in_worker: bool, *, pin_memory: bool, worker_blocks: int) -> BufferSource:
@@ -425,20 +422,15 @@ def _key_map(
     mapping: dict[str, str] = {}
     if default_source is not None:
         if not isinstance(default_source, str) or not default_source:
-            raise TypeError(
-                f"{default_key}= must be a non-empty string or None, not {default_source!r}"
-            )
+            raise TypeError(f"{default_key}= must be a non-empty string or None, not {default_source!r}")
         mapping[default_key] = default_source
     if extra is not None:
         if not isinstance(extra, Mapping):
-            raise TypeError(
-                f"{argument}= must map output keys to source names, not {type(extra).__name__}"
-            )
+            raise TypeError(f"{argument}= must map output keys to source names, not {type(extra).__name__}")
         for key, source in extra.items():
             if not isinstance(key, str) or not key or not isinstance(source, str) or not source:
                 raise TypeError(
-                    f"{argument}= must map non-empty strings to non-empty strings; got "
-                    f"{key!r}: {source!r}"
+                    f"{argument}= must map non-empty strings to non-empty strings; got {key!r}: {source!r}"
                 )
             mapping[key] = source
     sources: dict[str, str] = {}

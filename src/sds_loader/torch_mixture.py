@@ -114,7 +114,9 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
         lengths = [len(dataset) for dataset in self._datasets]
         for position, length in enumerate(lengths):
             if length == 0:
-                raise ValueError(f"member {position} ({self._datasets[position].uri}) holds no records; leave it out")
+                raise ValueError(
+                    f"member {position} ({self._datasets[position].uri}) holds no records; leave it out"
+                )
         #: offsets[k] is member k's first index; offsets[-1] the mixture's length.
         self._offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         self._offsets.setflags(write=False)
@@ -256,7 +258,9 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
     #: Grain's batched-read hook for random-access sources is spelled ``_getitems``.
     _getitems = __getitems__
 
-    def _read_member(self, member: int, records: np.ndarray, rows: np.ndarray, arrays: dict[str, np.ndarray]) -> None:
+    def _read_member(
+        self, member: int, records: np.ndarray, rows: np.ndarray, arrays: dict[str, np.ndarray]
+    ) -> None:
         """Read member `member`'s `records` into `rows` of `arrays`, in one native call."""
         dataset = self._datasets[member]
         first, last = int(rows[0]), int(rows[-1])
@@ -264,9 +268,13 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
         try:
             if together:
                 # Rows first..last of a C-contiguous array are themselves C-contiguous.
-                dataset._read_rows_into(records, {key: array[first : last + 1] for key, array in arrays.items()})
+                dataset._read_rows_into(
+                    records, {key: array[first : last + 1] for key, array in arrays.items()}
+                )
                 return
-            scratch = {key: np.empty((rows.size, *array.shape[1:]), array.dtype) for key, array in arrays.items()}
+            scratch = {
+                key: np.empty((rows.size, *array.shape[1:]), array.dtype) for key, array in arrays.items()
+            }
             dataset._read_rows_into(records, scratch)
         except ValueError as error:
             if str(error).startswith("out["):  # this batch's layout is not the one agreed on
@@ -282,9 +290,12 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
 
     def __repr__(self) -> str:
         members = ", ".join(
-            f"{dataset.uri!r}: {weight:.3g}" for dataset, weight in zip(self._datasets, self._weights, strict=True)
+            f"{dataset.uri!r}: {weight:.3g}"
+            for dataset, weight in zip(self._datasets, self._weights, strict=True)
         )
-        return f"Mixture({{{members}}}, records={len(self)}, epoch_size={self._epoch_size}, seed={self._seed})"
+        return (
+            f"Mixture({{{members}}}, records={len(self)}, epoch_size={self._epoch_size}, seed={self._seed})"
+        )
 
 
 def _in_order_of_appearance(members: np.ndarray) -> list[int]:
@@ -294,10 +305,14 @@ def _in_order_of_appearance(members: np.ndarray) -> list[int]:
 
 def _normalised_weights(weights: Sequence[float], count: int) -> tuple[float, ...]:
     if isinstance(weights, str | bytes | Mapping) or not isinstance(weights, Sequence | np.ndarray):
-        raise TypeError(f"weights must be a sequence of numbers, one per dataset, not {type(weights).__name__}")
+        raise TypeError(
+            f"weights must be a sequence of numbers, one per dataset, not {type(weights).__name__}"
+        )
     values = list(weights)
     if len(values) != count:
-        raise ValueError(f"weights has {len(values)} entries for {count} datasets; give one weight per dataset")
+        raise ValueError(
+            f"weights has {len(values)} entries for {count} datasets; give one weight per dataset"
+        )
     checked = []
     for position, value in enumerate(values):
         if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):

@@ -127,7 +127,8 @@ def parser() -> argparse.ArgumentParser:
         ),
     )
     bench.add_argument(
-        "--mixture", action="store_true",
+        "--mixture",
+        action="store_true",
         help=(
             "time a 70/30 Mixture of the built-in zstd and uncompressed datasets against each "
             "read alone, as a share of their time-weighted mean rate"

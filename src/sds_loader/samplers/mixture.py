@@ -128,15 +128,22 @@ class MixtureSampler(EpochSampler[list[int]]):
         self.epoch_size = positive_int("epoch_size", mixture.epoch_size if epoch_size is None else epoch_size)
         self.run_length = positive_int("run_length", run_length)
         self.runs_mixed = positive_int("runs_mixed", runs_mixed)
-        self.readahead = non_negative_int("readahead", 2 * self.batch_size if readahead is None else readahead)
+        self.readahead = non_negative_int(
+            "readahead", 2 * self.batch_size if readahead is None else readahead
+        )
         self._mixture = mixture
         self._weights = np.asarray(mixture.weights, dtype=np.float64)
         self._offsets = np.asarray(mixture.offsets, dtype=np.int64)
         # One ShardAwareSampler per member, for its runs and its permutations only.
         self._members = [
             ShardAwareSampler(
-                dataset, shuffle=shuffle, num_replicas=1, rank=0, run_length=self.run_length,
-                runs_mixed=self.runs_mixed, readahead=0,
+                dataset,
+                shuffle=shuffle,
+                num_replicas=1,
+                rank=0,
+                run_length=self.run_length,
+                runs_mixed=self.runs_mixed,
+                readahead=0,
             )
             for dataset in mixture.datasets
         ]

@@ -76,7 +76,9 @@ def record_count(override: int | None = None) -> int:
         try:
             override = int(os.environ[RECORDS_ENV])
         except ValueError:
-            raise ValueError(f"${RECORDS_ENV} must be a whole number, not {os.environ[RECORDS_ENV]!r}") from None
+            raise ValueError(
+                f"${RECORDS_ENV} must be a whole number, not {os.environ[RECORDS_ENV]!r}"
+            ) from None
     count = RECORDS if override is None else override
     if count < 1:
         raise ValueError(f"the built-in dataset needs at least one record, not {count}")
@@ -87,7 +89,7 @@ def capture(ordinal: int) -> sds.Record:
     """Record `ordinal`: seeded complex Gaussian noise, which compresses as real captures do (barely)."""
     rng = np.random.default_rng(ordinal)
     shape = (CHANNELS, SAMPLES)
-    data = (rng.standard_normal(shape, dtype=np.float32) + 1j * rng.standard_normal(shape, dtype=np.float32))
+    data = rng.standard_normal(shape, dtype=np.float32) + 1j * rng.standard_normal(shape, dtype=np.float32)
     axes = (sds.Axis("channel", CHANNELS), sds.Axis("time", SAMPLES))
     return sds.Record(
         id=f"capture-{ordinal:06d}",
@@ -131,19 +133,25 @@ def describe(variant: str, root: str) -> str:
     options = VARIANTS[variant] or "signal_dataset's default writer options, zstd"
     if variant.startswith("short"):
         shards = -(-count // _per_shard(variant, count))
-        return (f"the built-in short records ({count} captures of {SHORT_SAMPLES}x2 int16 noise "
-                f"in {shards} shards, {options})")
+        return (
+            f"the built-in short records ({count} captures of {SHORT_SAMPLES}x2 int16 noise "
+            f"in {shards} shards, {options})"
+        )
     return f"the built-in dataset ({count} captures of {CHANNELS}x{SAMPLES} complex64 noise, {options})"
 
 
 def _root(directory: str, variant: str, count: int) -> str:
     if variant.startswith("short"):
-        return os.path.join(directory, f"bench-v{VERSION}-{_variant_count(variant, count)}x{SHORT_SAMPLES}x2-{variant}")
+        return os.path.join(
+            directory, f"bench-v{VERSION}-{_variant_count(variant, count)}x{SHORT_SAMPLES}x2-{variant}"
+        )
     return os.path.join(directory, f"bench-v{VERSION}-{count}x{CHANNELS}x{SAMPLES}-{variant}")
 
 
 def _disk_bytes(root: str) -> int:
-    return sum(os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(root) for name in names)
+    return sum(
+        os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(root) for name in names
+    )
 
 
 def _is_complete(root: str, count: int) -> bool:
@@ -166,14 +174,19 @@ def _write(root: str, variant: str, count: int, bar: Progress) -> None:
             bar.update(step)
 
     shards = [
-        sds.write_shard(records(start, min(start + per_shard, count)), root, work_id=f"{n:06d}", options=storage)
+        sds.write_shard(
+            records(start, min(start + per_shard, count)), root, work_id=f"{n:06d}", options=storage
+        )
         for n, start in enumerate(range(0, count, per_shard))
     ]
     sds.publish(root, shards, dataset_id="sds-loader-bench", snapshot_id="v1")
 
 
 def ensure(
-    records: int | None = None, *, progress: bool = True, directory: str | None = None,
+    records: int | None = None,
+    *,
+    progress: bool = True,
+    directory: str | None = None,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
 ) -> dict[str, str]:
     """The built-in dataset's variants (name -> root), writing any not yet cached.

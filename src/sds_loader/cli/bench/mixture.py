@@ -98,7 +98,12 @@ def _warm(roots: Sequence[str]) -> None:
 
 
 def rows(
-    roots: dict[str, str], batch_size: int, *, batches: int | None = None, repeats: int = REPEATS, seed: int = 0
+    roots: dict[str, str],
+    batch_size: int,
+    *,
+    batches: int | None = None,
+    repeats: int = REPEATS,
+    seed: int = 0,
 ) -> list[MixtureRow]:
     """Time the mixture and each member alone over the same records; return the rows."""
     from sds_loader.torch import Mixture, MixtureSampler, SDSTorchDataset, collate
@@ -114,7 +119,8 @@ def rows(
     drawn = [local[member_of == k] for k in range(len(names))]
     shares = [part.size / records.size for part in drawn]
     alone = [
-        [part[first : first + batch_size].tolist() for first in range(0, part.size, batch_size)] for part in drawn
+        [part[first : first + batch_size].tolist() for first in range(0, part.size, batch_size)]
+        for part in drawn
     ]
     _warm(list(roots[name] for name in names))
 
@@ -134,17 +140,23 @@ def rows(
             name: f"{name} alone, the mixture's {part.size} records of it"
             for name, part in zip(names, drawn, strict=True)
         },
-        "mixture": "mixture " + "/".join(f"{round(100 * WEIGHTS[n])}" for n in names) + f", {records.size} records",
+        "mixture": "mixture "
+        + "/".join(f"{round(100 * WEIGHTS[n])}" for n in names)
+        + f", {records.size} records",
         "interleaved": "the same, each batch's rows shuffled",
     }
     table = {key: MixtureRow(key, label) for key, label in labels.items()}
     expected = MixtureRow("expected", "time-weighted mean of the members alone")
     share = MixtureRow(
-        "share", "mixture, as % of the time-weighted mean", unit="%",
+        "share",
+        "mixture, as % of the time-weighted mean",
+        unit="%",
         note="shares drawn: " + ", ".join(f"{n} {100 * s:.1f}%" for n, s in zip(names, shares, strict=True)),
     )
     table["interleaved"].note = "members' rows scattered: read into scratch, then moved into place"
-    interleaved_share = MixtureRow("interleaved_share", "shuffled rows, as % of the time-weighted mean", unit="%")
+    interleaved_share = MixtureRow(
+        "interleaved_share", "shuffled rows, as % of the time-weighted mean", unit="%"
+    )
     _pass(readers)  # opens every shard, starts the threads, fills the buffer pools
     for _ in range(repeats):
         rate = _pass(readers)
@@ -166,11 +178,15 @@ def main(config: Any) -> str:
     out = results_dir(config.out)
     written = os.path.join(out, "mixture.md")
     if os.path.lexists(written):
-        raise FileExistsError(f"{written} holds an earlier run's rows; pass a new --out, or remove it to replace it")
+        raise FileExistsError(
+            f"{written} holds an earlier run's rows; pass a new --out, or remove it to replace it"
+        )
     say: Callable[[str], None] = (
         (lambda line: print(line, file=sys.stderr, flush=True)) if config.progress else (lambda line: None)
     )
-    roots = builtin.ensure(config.builtin_records, progress=config.progress, directory=config.cache_dir, say=say)
+    roots = builtin.ensure(
+        config.builtin_records, progress=config.progress, directory=config.cache_dir, say=say
+    )
     say("timing the mixture and each member alone")
     found = rows(roots, config.batch_size, batches=config.batches, repeats=REPEATS)
     text = (

@@ -85,7 +85,9 @@ def is_remote(path: str | None) -> bool:
 Method = Callable[[np.ndarray], "tuple[int, int] | None"]
 
 
-def _methods(uri: str, store, warmup: np.ndarray, options: dict) -> tuple[list[tuple[str, Method, str]], object]:  # noqa: ANN001
+def _methods(
+    uri: str, store, warmup: np.ndarray, options: dict
+) -> tuple[list[tuple[str, Method, str]], object]:  # noqa: ANN001
     """The three methods, each opening its readers with `store` (None: signal_dataset's registry)."""
     from sds_loader import BatchReader
 
@@ -178,15 +180,20 @@ def run(
     if endpoint is not None:
         with CountingProxy(endpoint) as proxy:
             counted_by = f"a counting proxy in front of {endpoint}, on a second pass over the same batches"
-            store = S3ObjectStore(options=dataclasses.replace(
-                dataset.object_store.options, endpoint_url=proxy.url, addressing_style="path"))
+            store = S3ObjectStore(
+                options=dataclasses.replace(
+                    dataset.object_store.options, endpoint_url=proxy.url, addressing_style="path"
+                )
+            )
             counting, counting_warm = _methods(uri, store, warmup, options)
             for ordinals in timed:
                 for name, method, _ in counting:
                     before = proxy.counts()
                     reported = method(ordinals)
                     after = proxy.counts()
-                    wire[name].append((after.requests - before.requests, after.body_bytes - before.body_bytes))
+                    wire[name].append(
+                        (after.requests - before.requests, after.body_bytes - before.body_bytes)
+                    )
                     if reported is not None:
                         own[name].append(reported)
             counting_warm.close()
@@ -236,7 +243,9 @@ def _require_native(reader) -> None:
 
 def legend(result: RemoteResult) -> str:
     counted = (
-        result.counted_by if result.counted_by.startswith("not counted") else f"counted by {result.counted_by}"
+        result.counted_by
+        if result.counted_by.startswith("not counted")
+        else f"counted by {result.counted_by}"
     )
     return (
         f"{result.uri}: {result.records} records, {size(result.record_bytes)} stored per record "

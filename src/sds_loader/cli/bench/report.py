@@ -22,7 +22,15 @@ from sds_loader.cli.textfmt import markdown_table, rate, size, table
 BASELINE_KEY = "sds_getitems"
 #: What the legend calls each row a variant's "% of bound" can be taken against.
 BOUND_NAMES = {"bound_decompress": "decompression alone", "bound_memcpy": "memcpy of the records"}
-HEADER = ["variant", "method", f"records/s ({PASSES_NOTE})", "MB/s", "x vs signal_dataset", "% of bound", "note"]
+HEADER = [
+    "variant",
+    "method",
+    f"records/s ({PASSES_NOTE})",
+    "MB/s",
+    "x vs signal_dataset",
+    "% of bound",
+    "note",
+]
 RIGHT = [False, False, True, True, True, True, False]
 
 

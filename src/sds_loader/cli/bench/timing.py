@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from sds_loader.cli.bench.plan import Plan
 from sds_loader.cli.progress import progress as progress_bar
-
 
 #: Timed passes of every row, each from a freshly opened runner; the median is kept.
 PASSES = 3
@@ -97,7 +97,9 @@ def measure(
     row = Row(plan.variant, key, label)
     timings: list[float] = []
     try:
-        with progress_bar(plan.records * passes, f"{plan.variant}: {label}", leave=False, enabled=progress) as bar:
+        with progress_bar(
+            plan.records * passes, f"{plan.variant}: {label}", leave=False, enabled=progress
+        ) as bar:
             for _ in range(passes):
                 runner = open_runner(plan)
                 try:

@@ -74,8 +74,12 @@ def ensure(captures: int = CAPTURES, cache: str | None = None) -> dict[str, str]
         storage = sds.StorageOptions(writer_options=options) if options else None
         per_shard = 16
         shards = [
-            sds.write_shard((capture(i) for i in range(first, min(first + per_shard, captures))),
-                            building, work_id=f"{n:06d}", options=storage)
+            sds.write_shard(
+                (capture(i) for i in range(first, min(first + per_shard, captures))),
+                building,
+                work_id=f"{n:06d}",
+                options=storage,
+            )
             for n, first in enumerate(range(0, captures, per_shard))
         ]
         sds.publish(building, shards, dataset_id="sds-loader-windows", snapshot_id="v1")
@@ -98,7 +102,10 @@ def signal_dataset_slices(root: str) -> Callable[[list], int]:
     def run(batches: list) -> int:
         for ordinals, starts in batches:
             records = dataset.__getitems__(ordinals.tolist())
-            held = [r["samples"].data[s : s + WINDOW].copy() for r, s in zip(records, starts.tolist(), strict=True)]
+            held = [
+                r["samples"].data[s : s + WINDOW].copy()
+                for r, s in zip(records, starts.tolist(), strict=True)
+            ]
             del held
         return sum(len(o) for o, _ in batches)
 
@@ -106,8 +113,9 @@ def signal_dataset_slices(root: str) -> Callable[[list], int]:
 
 
 def windows(root: str, *, verify: bool, threads: int) -> Callable[[list], int]:
-    reader = BatchReader(root, fields=("samples",), threads=threads, verify_checksums=verify,
-                         window=Window("time", WINDOW))
+    reader = BatchReader(
+        root, fields=("samples",), threads=threads, verify_checksums=verify, window=Window("time", WINDOW)
+    )
 
     def run(batches: list) -> int:
         for ordinals, starts in batches:
@@ -153,9 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=None, help="where the long captures are cached")
     args = parser.parse_args(argv)
     roots = ensure(args.captures, args.cache_dir)
-    print(f"long captures: {args.captures} of {SAMPLES:,} complex64 samples, "
-          f"{WINDOW:,}-sample windows at random starts, batches of {BATCH}, "
-          f"{args.threads} thread(s); cached under {cache_dir(args.cache_dir)}", flush=True)
+    print(
+        f"long captures: {args.captures} of {SAMPLES:,} complex64 samples, "
+        f"{WINDOW:,}-sample windows at random starts, batches of {BATCH}, "
+        f"{args.threads} thread(s); cached under {cache_dir(args.cache_dir)}",
+        flush=True,
+    )
 
     def epochs(seed: int = 0) -> Iterator[list]:
         while True:
@@ -171,17 +182,32 @@ def main(argv: list[str] | None = None) -> int:
     un, zs = roots["uncompressed"], roots["zstd"]
     base_un = rate(signal_dataset_slices(un), epochs(), args.passes)
     add("uncompressed", "signal_dataset: whole capture, then slice", base_un, "signal_dataset", base_un)
-    add("uncompressed", "BatchReader window, verify_checksums=False",
-        rate(windows(un, verify=False, threads=args.threads), epochs(), args.passes), "signal_dataset", base_un)
+    add(
+        "uncompressed",
+        "BatchReader window, verify_checksums=False",
+        rate(windows(un, verify=False, threads=args.threads), epochs(), args.passes),
+        "signal_dataset",
+        base_un,
+    )
     # The warm-up epoch verifies every chunk whole; the timed epochs hash nothing.
-    add("uncompressed", VERIFIED_EARLIER,
-        rate(windows(un, verify=True, threads=args.threads), epochs(), args.passes), "signal_dataset", base_un)
+    add(
+        "uncompressed",
+        VERIFIED_EARLIER,
+        rate(windows(un, verify=True, threads=args.threads), epochs(), args.passes),
+        "signal_dataset",
+        base_un,
+    )
     base_zs = rate(signal_dataset_slices(zs), epochs(), args.passes)
     add("zstd", "signal_dataset: whole capture, then slice", base_zs, "signal_dataset", base_zs)
     whole_zs = rate(whole(zs, threads=args.threads), epochs(), args.passes)
     add("zstd", "BatchReader, whole capture", whole_zs, "signal_dataset", base_zs)
-    add("zstd", "BatchReader window (decompression stops at its end)",
-        rate(windows(zs, verify=True, threads=args.threads), epochs(), args.passes), "whole capture", whole_zs)
+    add(
+        "zstd",
+        "BatchReader window (decompression stops at its end)",
+        rate(windows(zs, verify=True, threads=args.threads), epochs(), args.passes),
+        "whole capture",
+        whole_zs,
+    )
     return 0
 
 
