@@ -74,8 +74,8 @@ void ForEachField(const uint8_t* p, const uint8_t* end, const char* what, Visit 
 }
 
 // Decodes every record of a small simple chunk into `values`.
-void DecodeWholeChunk(const Chunk& chunk, uint64_t max_decoded, SimpleChunk* parsed,
-                      std::vector<uint8_t>* values) {
+void DecodeFooterChunk(const Chunk& chunk, uint64_t max_decoded, SimpleChunk* parsed,
+                       std::vector<uint8_t>* values) {
   std::vector<uint8_t> scratch;
   ParseSimpleChunk(chunk, max_decoded, &scratch, parsed);
   if (parsed->compression == 0) {
@@ -118,10 +118,10 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
   const uint64_t postscript_begin = size - kBlockSize;
   std::vector<uint8_t> buffer(static_cast<size_t>(kBlockSize));
   file.ReadAt(postscript_begin, kBlockSize, buffer.data());
-  FileWindow window{buffer.data(), postscript_begin, kBlockSize};
+  FileRange range{buffer.data(), postscript_begin, kBlockSize};
   Chunk chunk;
   try {
-    ReadChunk(window, postscript_begin, size, /*verify_data=*/true, &chunk);
+    ReadChunk(range, postscript_begin, size, /*verify_data=*/true, &chunk);
   } catch (const ReaderError& error) {
     Corrupt(std::string("postscript is unreadable: ") + error.what());
   }
@@ -130,7 +130,7 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
   }
   SimpleChunk parsed;
   std::vector<uint8_t> values;
-  DecodeWholeChunk(chunk, kBlockSize, &parsed, &values);
+  DecodeFooterChunk(chunk, kBlockSize, &parsed, &values);
   uint64_t footer_offset = 0, magic = 0;
   ForEachField(values.data(), values.data() + parsed.sizes[0], "postscript",
                [&](const ProtoField& field) {
@@ -147,9 +147,9 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
   const uint64_t footer_size = postscript_begin - footer_offset;
   buffer.resize(static_cast<size_t>(footer_size));
   file.ReadAt(footer_offset, footer_size, buffer.data());
-  window = FileWindow{buffer.data(), footer_offset, footer_size};
+  range = FileRange{buffer.data(), footer_offset, footer_size};
   try {
-    ReadChunk(window, footer_offset, postscript_begin, /*verify_data=*/true, &chunk);
+    ReadChunk(range, footer_offset, postscript_begin, /*verify_data=*/true, &chunk);
   } catch (const ReaderError& error) {
     Corrupt(std::string("footer is unreadable: ") + error.what());
   }
@@ -164,7 +164,7 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
   if (!CheckedMul(chunk.header.num_records, kMaxFooterRecordBytes, &max_decoded)) {
     Corrupt("footer claims too many records");
   }
-  DecodeWholeChunk(chunk, max_decoded + 1024, &parsed, &values);
+  DecodeFooterChunk(chunk, max_decoded + 1024, &parsed, &values);
 
   uint64_t num_chunks = 0, num_records = 0, version = 0;
   bool has_metadata = false;
@@ -250,7 +250,7 @@ void ReadIndexedChunk(const ShardFile& file, const ShardIndex& index, uint64_t c
   const uint64_t begin = index.chunk_offsets[c], end = index.ChunkLimit(c);
   bytes->resize(static_cast<size_t>(end - begin));
   file.ReadAt(begin, end - begin, bytes->data());
-  ReadChunk(FileWindow{bytes->data(), begin, end - begin}, begin, end, verify, chunk);
+  ReadChunk(FileRange{bytes->data(), begin, end - begin}, begin, end, verify, chunk);
 }
 
 bool IsDecodableRecordChunk(const Chunk& chunk, const ShardIndex& index, uint64_t c) {

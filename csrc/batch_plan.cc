@@ -61,6 +61,8 @@ BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const in
         run = &plan.runs.back();
         run->shard = shard;
         run->begin = index.chunk_offsets[chunk];
+        run->into_rows =
+            index.WrittenUncompressed() && index.min_chunk_decoded_size >= kIntoRowsMinBytes;
       }
       run->chunks.push_back(WantedChunk{chunk, {}});
       run->end = index.ChunkLimit(chunk);

@@ -42,7 +42,15 @@ struct Run {
   std::vector<WantedChunk> chunks;  // consecutive chunk numbers
   uint64_t begin = 0;
   uint64_t end = 0;
+  // The shard's chunks are uncompressed and each decodes to kIntoRowsMinBytes
+  // or more, as its footer says: warm, each chunk's tensors are best read
+  // straight into their rows, which saves copying them out of a fetched run.
+  bool into_rows = false;
 };
+
+// Chunks whose values decode to fewer bytes than this are read with their
+// run: two reads per chunk cost more than copying a small record once.
+constexpr uint64_t kIntoRowsMinBytes = 32 << 10;
 
 struct BatchPlan {
   std::vector<Run> runs;

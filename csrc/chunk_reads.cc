@@ -113,15 +113,15 @@ void Fetch(const ShardFile& file, uint64_t offset, uint64_t size, const WorkerSc
 
 }  // namespace
 
-FileWindow ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
-                         std::vector<uint8_t>* data, std::vector<uint8_t>* headers,
-                         WorkerScratch* scratch) {
+FileRange ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
+                        std::vector<uint8_t>* data, std::vector<uint8_t>* headers,
+                        WorkerScratch* scratch) {
   const uint64_t size = end - begin;
   if (BeginsInsideBlockHeader(begin)) {
     // Only a corrupt footer points there; the chunk walk names the problem.
     data->resize(static_cast<size_t>(size));
     file.ReadAt(begin, size, data->data());
-    return FileWindow{data->data(), begin, size};
+    return FileRange{data->data(), begin, size};
   }
   const StrippedLayout layout = LayoutWithoutBlockHeaders(begin, end);
   data->resize(static_cast<size_t>(layout.data_bytes));
@@ -131,25 +131,25 @@ FileWindow ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
   AppendSplitReads(file.number(), begin, end, data->data(), headers->data(), &scratch->read_pieces,
                    &requests);
   Fetch(file, begin, end - begin, *scratch, requests);
-  FileWindow window{data->data(), begin, size};
-  window.block_headers = headers->data();
-  return window;
+  FileRange range{data->data(), begin, size};
+  range.block_headers = headers->data();
+  return range;
 }
 
 void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bool verify,
                        const WantedChunk& wanted, const BatchLayout& layout,
                        const std::vector<std::string>& keys, WorkerScratch* scratch, Chunk* chunk) {
   if (BeginsInsideBlockHeader(begin)) {
-    const FileWindow window =
+    const FileRange range =
         ReadFileRange(file, begin, limit, &scratch->file_bytes, &scratch->block_headers, scratch);
-    ReadChunk(window, begin, limit, verify, chunk);
+    ReadChunk(range, begin, limit, verify, chunk);
     return;
   }
   uint64_t head_end = std::min(limit, begin + scratch->head_bytes);
   if (BeginsInsideBlockHeader(head_end)) {
     head_end = std::min(limit, head_end - head_end % kBlockSize + kBlockHeaderSize);
   }
-  const FileWindow head =
+  const FileRange head =
       ReadFileRange(file, begin, head_end, &scratch->head, &scratch->head_block_headers, scratch);
   const uint64_t data_begin = ReadChunkFrame(head, begin, limit, chunk);
   const uint64_t data_size = chunk->header.data_size;

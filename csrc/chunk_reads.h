@@ -1,4 +1,4 @@
-// How chunk bytes get from a shard file into memory: a run's window read with
+// How chunk bytes get from a shard file into memory: a run's range read with
 // its block headers set aside, or one uncompressed chunk whose records'
 // tensors are read straight into their rows.
 #ifndef SDS_LOADER_CHUNK_READS_H_
@@ -20,13 +20,9 @@ namespace sdsl {
 // Reads [begin, end) of `file` with one preadv that sets the block headers
 // aside (into `headers`), so that each chunk's data is one span of `data`:
 // hashed in one pass, decompressed straight from where it was read.
-FileWindow ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
-                         std::vector<uint8_t>* data, std::vector<uint8_t>* headers,
-                         WorkerScratch* scratch);
-
-// Chunks whose values decode to fewer bytes than this are read with their
-// run: two reads per chunk cost more than copying a small record once.
-constexpr uint64_t kStraightMinBytes = 32 << 10;
+FileRange ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
+                        std::vector<uint8_t>* data, std::vector<uint8_t>* headers,
+                        WorkerScratch* scratch);
 
 // Reads the chunk at `begin` (bounded by `limit`) into `chunk`, checked as
 // ReadChunk checks it, with two reads: the chunk's first bytes, which say

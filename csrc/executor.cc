@@ -61,7 +61,7 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
     bool fetched = false;
     bool split = false;
     StrippedLayout layout;
-    FileWindow window;  // where it lands, once requested
+    FileRange bytes;  // where it lands, once requested
   };
   const size_t count = slice.last - slice.first;
   std::vector<RunFetch> fetches(count);
@@ -95,9 +95,9 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
     }
     const size_t file = run.shard->file->number();
     requested.emplace_back(r, requests.size());
-    fetch.window = FileWindow{data, run.begin, RunBytes(run)};
+    fetch.bytes = FileRange{data, run.begin, RunBytes(run)};
     if (fetch.split) {
-      fetch.window.block_headers = headers;
+      fetch.bytes.block_headers = headers;
       AppendSplitReads(file, run.begin, run.end, data, headers, &scratch->read_pieces, &requests);
     } else {
       requests.push_back(RangeRequest{file, run.begin, RunBytes(run), data});
@@ -122,7 +122,7 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
   }
   for (size_t r = slice.first; r < slice.last; ++r) {
     const RunFetch& fetch = fetches[r - slice.first];
-    work.decode(runs[r], fetch.fetched ? &fetch.window : nullptr, scratch);
+    work.decode(runs[r], fetch.fetched ? &fetch.bytes : nullptr, scratch);
   }
 }
 

@@ -19,20 +19,20 @@
 namespace sdsl {
 
 struct RunWork {
-  // Decodes `run` from its bytes (a null window for a run that reads itself).
-  std::function<void(const Run& run, const FileWindow* window, WorkerScratch* scratch)> decode;
+  // Decodes `run` from its fetched bytes (null for a run that reads itself).
+  std::function<void(const Run& run, const FileRange* fetched, WorkerScratch* scratch)> decode;
   // Throws `error`, met while fetching `run`, with the run's context.
   std::function<void(const Run& run, const ReaderError& error)> fetch_failed;
   // Optional: true for a run that fetches only the bytes it needs (a window
   // of a large record, tensors read straight into rows); it is not fetched
-  // whole and decode gets a null window. `gathering`: the batch's runs are
+  // whole and decode gets null bytes. `gathering`: the batch's runs are
   // fetched many at a time (cold or remote shards), where a run that reads
   // itself, a read or two at a time, would leave the disk's queue short.
   std::function<bool(const Run& run, const WorkerScratch& scratch, bool gathering)> reads_itself;
   // A warm batch wakes one helper per this much work, counted in
   // uncompressed bytes (0: every helper `threads` allows).
   uint64_t work_per_helper = 0;
-  // Fetch each run with its block headers set aside (FileWindow::
+  // Fetch each run with its block headers set aside (FileRange::
   // block_headers), so that a chunk's data lies in one piece and is never
   // gathered again before decoding; a run beginning inside a block header,
   // which only a damaged footer points at, is fetched as it lies. This makes

@@ -12,9 +12,9 @@ namespace {
 
 std::string At(uint64_t pos) { return "chunk at offset " + std::to_string(pos); }
 
-ChunkHeader ParseHeader(const FileWindow& window, uint64_t begin, uint64_t* data_begin) {
+ChunkHeader ParseHeader(const FileRange& range, uint64_t begin, uint64_t* data_begin) {
   Pieces pieces;
-  LogicalRange(window, begin, kChunkHeaderSize, /*verify=*/true, "chunk header", &pieces,
+  LogicalRange(range, begin, kChunkHeaderSize, /*verify=*/true, "chunk header", &pieces,
                data_begin);
   uint8_t bytes[kChunkHeaderSize];
   CopyFromPieces(pieces, 0, kChunkHeaderSize, bytes);
@@ -33,20 +33,20 @@ ChunkHeader ParseHeader(const FileWindow& window, uint64_t begin, uint64_t* data
 
 }  // namespace
 
-ChunkHeader ReadChunkHeader(const FileWindow& window, uint64_t begin) {
+ChunkHeader ReadChunkHeader(const FileRange& range, uint64_t begin) {
   uint64_t data_begin;
-  return ParseHeader(window, begin, &data_begin);
+  return ParseHeader(range, begin, &data_begin);
 }
 
-void ReadChunk(const FileWindow& window, uint64_t begin, uint64_t limit, bool verify_data,
+void ReadChunk(const FileRange& range, uint64_t begin, uint64_t limit, bool verify_data,
                Chunk* chunk) {
-  const uint64_t data_begin = ReadChunkFrame(window, begin, limit, chunk);
-  CheckBlockHeaders(begin, chunk->end, [&window](uint64_t block) -> const uint8_t* {
-    if (block < window.begin || block + kBlockHeaderSize > window.end()) return nullptr;
-    return BlockHeaderAt(window, block);
+  const uint64_t data_begin = ReadChunkFrame(range, begin, limit, chunk);
+  CheckBlockHeaders(begin, chunk->end, [&range](uint64_t block) -> const uint8_t* {
+    if (block < range.begin || block + kBlockHeaderSize > range.end()) return nullptr;
+    return BlockHeaderAt(range, block);
   });
   uint64_t next;
-  LogicalRange(window, data_begin, chunk->header.data_size, verify_data, "chunk data", &chunk->data,
+  LogicalRange(range, data_begin, chunk->header.data_size, verify_data, "chunk data", &chunk->data,
                &next);
   if (verify_data) CheckChunkDataHash(*chunk);
 }
@@ -89,11 +89,11 @@ uint64_t ChunkEnd(uint64_t begin, uint64_t limit, const ChunkHeader& header) {
   return end;
 }
 
-uint64_t ReadChunkFrame(const FileWindow& window, uint64_t begin, uint64_t limit, Chunk* chunk) {
+uint64_t ReadChunkFrame(const FileRange& range, uint64_t begin, uint64_t limit, Chunk* chunk) {
   chunk->begin = begin;
   chunk->data.Clear();
   uint64_t data_begin;
-  chunk->header = ParseHeader(window, begin, &data_begin);
+  chunk->header = ParseHeader(range, begin, &data_begin);
   chunk->end = ChunkEnd(begin, limit, chunk->header);
   return data_begin;
 }

@@ -1,4 +1,4 @@
-// One Riegeli chunk located in a file window: its header checked, its data
+// One Riegeli chunk located in a file range: its header checked, its data
 // gathered as pieces around any block headers, its data hash verified.
 #ifndef SDS_LOADER_RIEGELI_CHUNK_H_
 #define SDS_LOADER_RIEGELI_CHUNK_H_
@@ -40,7 +40,7 @@ struct Chunk {
 // inside the chunk places it where its header says. Checked only when
 // `verify_data`, as the data hash covers what they guard: the hashes of the
 // block headers interrupting the data, and the data hash.
-void ReadChunk(const FileWindow& window, uint64_t begin, uint64_t limit, bool verify_data,
+void ReadChunk(const FileRange& range, uint64_t begin, uint64_t limit, bool verify_data,
                Chunk* chunk);
 
 // Where the chunk at `begin` ends (the next chunk's start), from its header:
@@ -50,7 +50,7 @@ uint64_t ChunkEnd(uint64_t begin, uint64_t limit, const ChunkHeader& header);
 // The checks of ReadChunk that need only the chunk header: fills `chunk`
 // but its data, and returns where the data begins. For a reader that places
 // the data itself, then checks it with CheckChunkDataHash.
-uint64_t ReadChunkFrame(const FileWindow& window, uint64_t begin, uint64_t limit, Chunk* chunk);
+uint64_t ReadChunkFrame(const FileRange& range, uint64_t begin, uint64_t limit, Chunk* chunk);
 void CheckChunkDataHash(const Chunk& chunk);
 
 // Every block header inside a chunk says how far back the chunk began and
@@ -67,7 +67,7 @@ void CheckBlockHeaders(uint64_t begin, uint64_t end, HeaderAt header_at) {
 }
 
 // Reads only the 40-byte header of the chunk at `begin` (checked).
-ChunkHeader ReadChunkHeader(const FileWindow& window, uint64_t begin);
+ChunkHeader ReadChunkHeader(const FileRange& range, uint64_t begin);
 
 }  // namespace sdsl
 

@@ -39,20 +39,20 @@ uint64_t FirstHeaderFrom(uint64_t pos) {
   return pos % kBlockSize == 0 ? pos : pos - pos % kBlockSize + kBlockSize;
 }
 
-// The byte at physical `pos` of `window` (not inside a block header).
-const uint8_t* DataAt(const FileWindow& window, uint64_t pos) {
-  if (window.block_headers == nullptr) return window.data + (pos - window.begin);
-  const uint64_t first = FirstHeaderFrom(window.begin);
+// The byte at physical `pos` of `range` (not inside a block header).
+const uint8_t* DataAt(const FileRange& range, uint64_t pos) {
+  if (range.block_headers == nullptr) return range.data + (pos - range.begin);
+  const uint64_t first = FirstHeaderFrom(range.begin);
   const uint64_t headers_before = pos <= first ? 0 : (pos - first - 1) / kBlockSize + 1;
-  return window.data + (pos - window.begin - headers_before * kBlockHeaderSize);
+  return range.data + (pos - range.begin - headers_before * kBlockHeaderSize);
 }
 
 }  // namespace
 
-const uint8_t* BlockHeaderAt(const FileWindow& window, uint64_t header_begin) {
-  if (window.block_headers == nullptr) return window.data + (header_begin - window.begin);
-  const uint64_t first = FirstHeaderFrom(window.begin);
-  return window.block_headers + (header_begin - first) / kBlockSize * kBlockHeaderSize;
+const uint8_t* BlockHeaderAt(const FileRange& range, uint64_t header_begin) {
+  if (range.block_headers == nullptr) return range.data + (header_begin - range.begin);
+  const uint64_t first = FirstHeaderFrom(range.begin);
+  return range.block_headers + (header_begin - first) / kBlockSize * kBlockHeaderSize;
 }
 
 uint64_t PhysicalEnd(uint64_t pos, uint64_t size) {
@@ -104,10 +104,10 @@ void AppendSplitReads(size_t file, uint64_t begin, uint64_t end, uint8_t* data, 
   }
 }
 
-void LogicalRange(const FileWindow& window, uint64_t pos, uint64_t size, bool verify,
+void LogicalRange(const FileRange& range, uint64_t pos, uint64_t size, bool verify,
                   const char* what, Pieces* out, uint64_t* next) {
   out->Clear();
-  if (pos < window.begin || pos > window.end()) {
+  if (pos < range.begin || pos > range.end()) {
     Corrupt(std::string(what) + " at offset " + std::to_string(pos) +
             " lies outside the bytes that hold it");
   }
@@ -117,7 +117,7 @@ void LogicalRange(const FileWindow& window, uint64_t pos, uint64_t size, bool ve
       // A block header: step over it, after checking it when it is ours to read.
       const uint64_t header_begin = pos - in_block;
       const uint64_t header_end = header_begin + kBlockHeaderSize;
-      if (header_end > window.end() || header_begin < window.begin) {
+      if (header_end > range.end() || header_begin < range.begin) {
         Corrupt(std::string(what) + " at offset " + std::to_string(pos) +
                 " runs past the end of the shard (truncated file?)");
       }
@@ -126,7 +126,7 @@ void LogicalRange(const FileWindow& window, uint64_t pos, uint64_t size, bool ve
                 ", inside a block header");
       }
       if (verify) {
-        const uint8_t* header = BlockHeaderAt(window, header_begin);
+        const uint8_t* header = BlockHeaderAt(range, header_begin);
         if (RiegeliHash(header + 8, 16) != LoadLE64(header)) {
           Corrupt("block header at offset " + std::to_string(header_begin) +
                   " fails its hash check");
@@ -137,14 +137,14 @@ void LogicalRange(const FileWindow& window, uint64_t pos, uint64_t size, bool ve
     if (size == 0) break;
     const uint64_t block_left = kBlockSize - pos % kBlockSize;
     const uint64_t take = size < block_left ? size : block_left;
-    if (pos + take > window.end()) {
+    if (pos + take > range.end()) {
       Corrupt(std::string(what) + " at offset " + std::to_string(pos) +
               " runs past the end of the shard (truncated file?)");
     }
-    const uint8_t* bytes = DataAt(window, pos);
+    const uint8_t* bytes = DataAt(range, pos);
     ByteSpan* last = out->spans.empty() ? nullptr : &out->spans.back();
     if (last != nullptr && last->data + last->size == bytes) {
-      // Bytes either side of a header that was not read into the window.
+      // Bytes either side of a header that was not read into the range.
       last->size += static_cast<size_t>(take);
       out->total += take;
     } else {

@@ -25,12 +25,12 @@ bool AddWithOverhead(uint64_t pos, uint64_t size, uint64_t* end);
 
 uint64_t RoundUpToPossibleChunkBoundary(uint64_t pos);
 
-// A window of a shard file held in memory: bytes [begin, begin + size).
-struct FileWindow {
+// Bytes of a shard file held in memory: bytes [begin, begin + size).
+struct FileRange {
   const uint8_t* data = nullptr;
   uint64_t begin = 0;
   uint64_t size = 0;
-  // Set for a window read without its block headers: `data` then holds the
+  // Set for a range read without its block headers: `data` then holds the
   // other bytes back to back, so that chunk data interrupted by a block
   // header is one contiguous span, and the headers (24 bytes each, in file
   // order, from the first one at or after `begin`) lie here.
@@ -53,7 +53,7 @@ struct MutableSpan {
 
 // The consecutive file pieces of [begin, end), in order, each pointing into
 // `data` (block-header-free bytes) or `headers`, sized by
-// LayoutWithoutBlockHeaders. Reading them in order fills a window whose
+// LayoutWithoutBlockHeaders. Reading them in order fills a range whose
 // block_headers is `headers`.
 void SplitAtBlockHeaders(uint64_t begin, uint64_t end, uint8_t* data, uint8_t* headers,
                          std::vector<MutableSpan>* pieces);
@@ -65,8 +65,8 @@ void AppendSplitReads(size_t file, uint64_t begin, uint64_t end, uint8_t* data, 
 
 bool BeginsInsideBlockHeader(uint64_t pos);
 
-// The 24 bytes of the block header at `header_begin`, inside `window`.
-const uint8_t* BlockHeaderAt(const FileWindow& window, uint64_t header_begin);
+// The 24 bytes of the block header at `header_begin`, inside `range`.
+const uint8_t* BlockHeaderAt(const FileRange& range, uint64_t header_begin);
 
 // The physical position after `size` logical bytes read from `pos`, as
 // LogicalRange steps: a block header is stepped over only before a byte.
@@ -75,8 +75,8 @@ uint64_t PhysicalEnd(uint64_t pos, uint64_t size);
 // Collects `size` logical bytes starting at physical position `pos`, stepping
 // over block headers (checking each header's hash when `verify` is set).
 // Sets *next to the physical position after the last byte. Throws a corrupt
-// error, naming `what`, when the range leaves the window.
-void LogicalRange(const FileWindow& window, uint64_t pos, uint64_t size, bool verify,
+// error, naming `what`, when the range leaves the range.
+void LogicalRange(const FileRange& range, uint64_t pos, uint64_t size, bool verify,
                   const char* what, Pieces* out, uint64_t* next);
 
 }  // namespace sdsl

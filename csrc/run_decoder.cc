@@ -93,10 +93,10 @@ void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,
 namespace {
 
 // Decodes the wanted records of a chunk read whole.
-void DecodeWholeChunk(const Chunk& chunk, const ShardIndex& index, const WantedChunk& wanted,
-                      const BatchLayout& layout, std::vector<std::string>* keys,
-                      uint8_t* needs_fallback, WorkerScratch* scratch,
-                      const WantedRecord** current) {
+void DecodeWantedRecords(const Chunk& chunk, const ShardIndex& index, const WantedChunk& wanted,
+                         const BatchLayout& layout, std::vector<std::string>* keys,
+                         uint8_t* needs_fallback, WorkerScratch* scratch,
+                         const WantedRecord** current) {
   if (!IsDecodableRecordChunk(chunk, index, wanted.chunk)) {
     for (const WantedRecord& record : wanted.records) {
       for (size_t row : record.rows) needs_fallback[row] = 1;
@@ -106,8 +106,6 @@ void DecodeWholeChunk(const Chunk& chunk, const ShardIndex& index, const WantedC
   SimpleChunk parsed;
   Pieces decoded;
   ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
-  scratch->straight_to_rows =
-      parsed.compression == kNoCompression && parsed.decoded_size >= kStraightMinBytes;
   const ChunkRecords records{
       parsed.offsets, parsed.sizes, [&] { return OpenValueStream(parsed, &decoded, scratch); },
       // A window from a zstd chunk need not decompress past its end.
@@ -117,9 +115,7 @@ void DecodeWholeChunk(const Chunk& chunk, const ShardIndex& index, const WantedC
 
 }  // namespace
 
-bool DecodesUnfetched(const WorkerScratch& scratch) { return scratch.straight_to_rows; }
-
-void DecodeRun(const Run& run, const FileWindow* window, const BatchLayout& layout,
+void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layout,
                const int64_t* ordinals, bool verify, uint8_t* needs_fallback,
                WorkerScratch* scratch) {
   const OpenShard& shard = *run.shard;
@@ -129,7 +125,7 @@ void DecodeRun(const Run& run, const FileWindow* window, const BatchLayout& layo
     std::vector<std::string> keys;
     for (const FieldSlot& slot : layout.fields) keys.push_back(slot.key_hint);
     Chunk chunk;
-    if (window == nullptr) {
+    if (fetched == nullptr) {
       // A run of windows: each chunk reads only what it needs. Any other
       // unfetched run: each chunk's tensors are read straight into rows.
       const bool windows = ReadsWindowsOnly(run, layout, verify);
@@ -140,7 +136,8 @@ void DecodeRun(const Run& run, const FileWindow* window, const BatchLayout& layo
                             index.ChunkLimit(wanted.chunk), verify, wanted, layout, keys, scratch,
                             &chunk);
           if (verify) shard.verified.Mark(wanted.chunk);
-          DecodeWholeChunk(chunk, index, wanted, layout, &keys, needs_fallback, scratch, &current);
+          DecodeWantedRecords(chunk, index, wanted, layout, &keys, needs_fallback, scratch,
+                              &current);
           continue;
         }
         if (DecodeChunkWindows(shard, wanted, layout, &keys, scratch, &current)) continue;
@@ -148,16 +145,16 @@ void DecodeRun(const Run& run, const FileWindow* window, const BatchLayout& layo
         const bool check = verify && !shard.verified.Has(wanted.chunk);
         ReadIndexedChunk(*shard.file, index, wanted.chunk, check, &scratch->window_bytes, &chunk);
         if (check) shard.verified.Mark(wanted.chunk);
-        DecodeWholeChunk(chunk, index, wanted, layout, &keys, needs_fallback, scratch, &current);
+        DecodeWantedRecords(chunk, index, wanted, layout, &keys, needs_fallback, scratch, &current);
       }
       return;
     }
     for (const WantedChunk& wanted : run.chunks) {
       current = &wanted.records.front();
-      ReadChunk(*window, index.chunk_offsets[wanted.chunk], index.ChunkLimit(wanted.chunk), verify,
+      ReadChunk(*fetched, index.chunk_offsets[wanted.chunk], index.ChunkLimit(wanted.chunk), verify,
                 &chunk);
       if (verify) shard.verified.Mark(wanted.chunk);
-      DecodeWholeChunk(chunk, index, wanted, layout, &keys, needs_fallback, scratch, &current);
+      DecodeWantedRecords(chunk, index, wanted, layout, &keys, needs_fallback, scratch, &current);
     }
   } catch (const ReaderError& error) {
     RethrowForRecord(run, *current, ordinals, error);

@@ -33,20 +33,14 @@ void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,
                         const BatchLayout& layout, std::vector<std::string>* keys,
                         WorkerScratch* scratch, const WantedRecord** current);
 
-// Whether DecodeRun would rather fetch a run's chunks itself: after an
-// uncompressed chunk of large records, it reads each chunk's tensors straight
-// into their rows (ReadChunkIntoRows), which saves copying them out of a
-// fetched buffer.
-bool DecodesUnfetched(const WorkerScratch& scratch);
-
 // Decodes every wanted record of `run` into its rows. Rows of a chunk this
 // core cannot decode (transposed) get needs_fallback[row] = 1 and are left
 // untouched. Errors name the shard and the ordinal of the record being
-// decoded. `window` holds the run's bytes, from run.begin to run.end, or is
+// decoded. `fetched` holds the run's bytes, from run.begin to run.end, or is
 // null for a run that ReadsWindowsOnly (its chunks then read only what they
-// need) or that DecodesUnfetched (its chunks' tensors are read straight into
-// rows).
-void DecodeRun(const Run& run, const FileWindow* window, const BatchLayout& layout,
+// need) or that is read `into_rows` (its chunks' tensors are read straight
+// into their rows).
+void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layout,
                const int64_t* ordinals, bool verify, uint8_t* needs_fallback,
                WorkerScratch* scratch);
 

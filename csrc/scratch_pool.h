@@ -51,13 +51,11 @@ struct WorkerScratch {
   std::vector<uint8_t> block_headers;  // of the bytes in file_bytes, read beside them
   std::vector<MutableSpan> read_pieces;
   // Reading uncompressed chunks straight into rows: each chunk's first bytes,
-  // how many to read (learned from the last chunk), where its tensors go,
-  // and whether the last chunk decoded was worth reading that way.
+  // how many to read (learned from the last chunk), where its tensors go.
   std::vector<uint8_t> head;
   std::vector<uint8_t> head_block_headers;
   uint64_t head_bytes = 1024;
   std::vector<RowRoute> routes;
-  bool straight_to_rows = false;
   std::vector<uint8_t> sizes;
   std::vector<uint8_t> values;
   std::vector<uint8_t> gathered;  // compressed values split by a block header, joined

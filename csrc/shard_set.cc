@@ -23,17 +23,16 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
       layout.window.starts);
   for (size_t row : plan.unsupported_rows) needs_fallback[row] = 1;
   RunWork work;
-  work.decode = [&](const Run& run, const FileWindow* window, WorkerScratch* scratch) {
-    DecodeRun(run, window, layout, ordinals, verify_, needs_fallback, scratch);
+  work.decode = [&](const Run& run, const FileRange* fetched, WorkerScratch* scratch) {
+    DecodeRun(run, fetched, layout, ordinals, verify_, needs_fallback, scratch);
   };
   // Reading a chunk straight into rows takes two reads of it, one after the
   // other: cheap from local files in the page cache; from a disk, or from
   // anywhere else, the chunk is better fetched with the batch's other runs,
   // many reads in flight, and its tensors copied from there.
   const bool local = dynamic_cast<const LocalSource*>(source_.get()) != nullptr;
-  work.reads_itself = [&, local](const Run& run, const WorkerScratch& scratch, bool gathering) {
-    return ReadsWindowsOnly(run, layout, verify_) ||
-           (local && !gathering && DecodesUnfetched(scratch));
+  work.reads_itself = [&, local](const Run& run, const WorkerScratch&, bool gathering) {
+    return ReadsWindowsOnly(run, layout, verify_) || (local && !gathering && run.into_rows);
   };
   work.fetch_failed = [&](const Run& run, const ReaderError& error) {
     RethrowForRecord(run, run.chunks.front().records.front(), ordinals, error);

@@ -42,8 +42,8 @@ ShardSummary SummarizeShard(const std::string& path) {
     const uint64_t want = std::min<uint64_t>(end - begin, 2 * kChunkHeaderSize + kBlockHeaderSize);
     std::vector<uint8_t> bytes(static_cast<size_t>(want));
     file.ReadAt(begin, want, bytes.data());
-    const FileWindow window{bytes.data(), begin, want};
-    const ChunkHeader header = ReadChunkHeader(window, begin);
+    const FileRange range{bytes.data(), begin, want};
+    const ChunkHeader header = ReadChunkHeader(range, begin);
     summary.chunk_types[std::string(1, static_cast<char>(header.type))] += 1;
     summary.encoded_bytes += header.data_size;
     summary.decoded_bytes += header.decoded_data_size;
@@ -54,9 +54,9 @@ ShardSummary SummarizeShard(const std::string& path) {
       uint64_t next;
       uint64_t data_begin;
       Pieces header_pieces;
-      LogicalRange(window, begin, kChunkHeaderSize, false, "chunk header", &header_pieces,
+      LogicalRange(range, begin, kChunkHeaderSize, false, "chunk header", &header_pieces,
                    &data_begin);
-      LogicalRange(window, data_begin, 1, false, "chunk data", &first, &next);
+      LogicalRange(range, data_begin, 1, false, "chunk data", &first, &next);
       uint8_t type;
       CopyFromPieces(first, 0, 1, &type);
       this_compression = CompressionName(type);
@@ -191,10 +191,9 @@ double BoundRead(const std::vector<ChunkExtent>& chunks, int repeats, bool hash,
       // The reader's own chunk path: one preadv with the block headers set
       // aside, the frame and (with `hash`) the data hash checked, the record
       // sizes parsed; no record decoding.
-      const FileWindow window =
-          ReadFileRange(*file_of[i], chunk.begin, chunk.limit, &scratch.file_bytes,
-                        &scratch.block_headers, &scratch);
-      ReadChunk(window, chunk.begin, chunk.limit, hash, &read);
+      const FileRange range = ReadFileRange(*file_of[i], chunk.begin, chunk.limit,
+                                            &scratch.file_bytes, &scratch.block_headers, &scratch);
+      ReadChunk(range, chunk.begin, chunk.limit, hash, &read);
       ParseSimpleChunk(read, UINT64_MAX, &scratch.sizes, &parsed);
       if (parsed.values.spans.size() != 1)
         Fail(ErrorKind::kArgument, "values of a chunk are not one span");

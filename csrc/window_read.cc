@@ -145,7 +145,7 @@ bool DecodeChunkWindows(const OpenShard& shard, const WantedChunk& wanted,
   shard.file->ReadAt(begin, prefix.size(), prefix.data());
   // The frame a whole read checks: header hash, data and records within bounds.
   Chunk chunk;
-  ReadChunkFrame(FileWindow{prefix.data(), begin, prefix.size()}, begin, limit, &chunk);
+  ReadChunkFrame(FileRange{prefix.data(), begin, prefix.size()}, begin, limit, &chunk);
   if (!IsDecodableRecordChunk(chunk, index, wanted.chunk)) return false;
   const ChunkBytes bytes(*shard.file, begin, prefix);
   std::vector<uint64_t> offsets, sizes;

@@ -17,15 +17,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
   const uint8_t options = input[0];
   std::vector<uint8_t> file(input + 1, input + input_size);
   if (options & 1) sdsl_fuzz::FixHashes(file.data(), file.size());
-  const sdsl::FileWindow window{file.data(), 0, file.size()};
+  const sdsl::FileRange range{file.data(), 0, file.size()};
   const bool verify_data = (options & 2) != 0;
   uint64_t begin = 0;
   try {
-    while (begin < window.size) {
+    while (begin < range.size) {
       sdsl::Chunk chunk;
-      sdsl::ReadChunk(window, begin, window.end(), verify_data, &chunk);
+      sdsl::ReadChunk(range, begin, range.end(), verify_data, &chunk);
       if (chunk.end <= begin) __builtin_trap();  // the walk must always advance
-      // Every piece must lie inside the window.
+      // Every piece must lie inside the range.
       for (const sdsl::ByteSpan& span : chunk.data.spans) {
         if (span.data < file.data() || span.data + span.size > file.data() + file.size()) {
           __builtin_trap();
@@ -42,8 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
     try {
       sdsl::Pieces pieces;
       uint64_t next = 0;
-      sdsl::LogicalRange(window, pos, size, (options & 4) != 0, "fuzz range", &pieces, &next);
-      if (pieces.total != size || next > window.end()) __builtin_trap();
+      sdsl::LogicalRange(range, pos, size, (options & 4) != 0, "fuzz range", &pieces, &next);
+      if (pieces.total != size || next > range.end()) __builtin_trap();
     } catch (const sdsl::ReaderError&) {
     }
   }
