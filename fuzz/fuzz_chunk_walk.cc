@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/reader_error.h"
+#include "container/riegeli_chunk.h"
+#include "container/riegeli_layout.h"
 #include "fuzz_common.h"
-#include "reader_error.h"
-#include "riegeli_chunk.h"
-#include "riegeli_layout.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
   if (input_size < 1) return 0;

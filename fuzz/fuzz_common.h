@@ -9,9 +9,9 @@
 #include <cstring>
 #include <vector>
 
-#include "byte_io.h"
-#include "riegeli_hash.h"
-#include "riegeli_layout.h"
+#include "base/byte_io.h"
+#include "container/riegeli_hash.h"
+#include "container/riegeli_layout.h"
 
 namespace sdsl_fuzz {
 

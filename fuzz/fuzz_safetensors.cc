@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "reader_error.h"
-#include "record_decoder.h"
-#include "safetensors_header.h"
-#include "value_stream.h"
+#include "base/reader_error.h"
+#include "container/value_stream.h"
+#include "read/record_decoder.h"
+#include "record/safetensors_header.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
   sdsl::RecordScratch scratch;

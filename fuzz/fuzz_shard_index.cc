@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "array_record_index.h"
+#include "base/reader_error.h"
+#include "container/array_record_index.h"
 #include "fuzz_common.h"
-#include "reader_error.h"
-#include "shard_file.h"
+#include "sources/shard_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t input_size) {
   if (input_size < 1) return 0;

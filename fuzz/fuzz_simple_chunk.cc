@@ -10,13 +10,13 @@
 #include <memory>
 #include <vector>
 
-#include "byte_io.h"
-#include "codecs.h"
-#include "materialize.h"
-#include "reader_error.h"
-#include "riegeli_chunk.h"
-#include "simple_chunk.h"
-#include "value_stream.h"
+#include "base/byte_io.h"
+#include "base/reader_error.h"
+#include "container/codecs.h"
+#include "container/riegeli_chunk.h"
+#include "container/simple_chunk.h"
+#include "container/value_stream.h"
+#include "read/materialize.h"
 
 namespace {
 // The limit the reader itself parses under: what bounds memory here must be

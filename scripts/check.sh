@@ -15,7 +15,7 @@
 #   stub          src/sds_loader/_native.pyi against the built extension
 #
 # Fixing what `format` and `clang-format` report:
-#     .venv/bin/ruff format . && clang-format-14 -i csrc/*.cc csrc/*.h fuzz/*.cc fuzz/*.h
+#     .venv/bin/ruff format . && clang-format-14 -i csrc/*/*.cc csrc/*/*.h fuzz/*.cc fuzz/*.h
 #
 # Python: the environment scripts/bootstrap.sh installs into ($PYTHON, else
 # the active virtual or conda environment, else .venv), else python3, with
@@ -62,7 +62,7 @@ for check in $checks; do
         readme) run readme "$PY" scripts/typecheck_readme.py README.md ;;
         clang-format)
             run clang-format "$CLANG_FORMAT" --dry-run --Werror --style=file \
-                csrc/*.cc csrc/*.h fuzz/*.cc fuzz/*.h
+                csrc/*/*.cc csrc/*/*.h fuzz/*.cc fuzz/*.h
             ;;
         stub) run stub "$PY" -m pytest -q -p no:cacheprovider tests/test_native_stub.py ;;
         *)

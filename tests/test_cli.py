@@ -337,12 +337,17 @@ def test_bench_builtin_dataset_is_written_once_and_measured_per_variant(capsys, 
     code, out, err = run_cli(capsys, *argv)
     assert code == 0, out + err
     document = json.loads((out_dir / "bench.json").read_text())
-    _check_bench_document(document, ["zstd", "uncompressed"], records=8)
+    _check_bench_document(document, ["zstd", "uncompressed", "short-zstd"], records=8)
     roots = {variant: spec["uri"] for variant, spec in document["datasets"].items()}
-    for root in roots.values():
+    for variant, root in roots.items():
         assert root.startswith(str(tmp_path / "cache" / "sds-loader"))
-        assert len(sds_factory.sds.open(root)) == 12
-        assert document["datasets"]["zstd"]["record_bytes"] == builtin.CHANNELS * builtin.SAMPLES * 8
+        short = variant == "short-zstd"
+        assert len(sds_factory.sds.open(root)) == 12 * (builtin.SHORT_PER_CAPTURE if short else 1)
+    assert document["datasets"]["zstd"]["record_bytes"] == builtin.CHANNELS * builtin.SAMPLES * 8
+    # Short records: 1 KiB each, spread over many shards (at least 16 records a shard when small).
+    assert document["datasets"]["short-zstd"]["record_bytes"] == builtin.SHORT_SAMPLES * 2 * 2
+    assert len(sds_factory.data_shards(roots["short-zstd"])) == 12 * builtin.SHORT_PER_CAPTURE // 16
+    assert document["datasets"]["short-zstd"]["bound"] == "bound_decompress"
     assert document["datasets"]["zstd"]["bound"] == "bound_decompress"
     assert document["datasets"]["uncompressed"]["bound"] == "bound_memcpy"
     assert _rows(document, "uncompressed")["bound_decompress"]["status"] == "skipped"

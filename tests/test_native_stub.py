@@ -1,4 +1,4 @@
-"""src/sds_loader/_native.pyi describes the extension csrc/binding.cc builds.
+"""src/sds_loader/_native.pyi describes the extension csrc/python/ builds.
 
 The stub is read as text (ast), never imported, and compared with the built
 module: the same public functions and classes, each class with the same

@@ -1,4 +1,4 @@
-"""Types of the compiled extension, as csrc/binding.cc defines it.
+"""Types of the compiled extension, as csrc/python/ defines it.
 
 tests/test_native_stub.py compares this file with the built module: every
 public function, class, method and property, and each one's parameter names

@@ -1,0 +1,24 @@
+// The extension's parts, one per exposed class or group of functions; the
+// module (module.cc) registers each. Each converts arguments, releases the
+// GIL around every read, and lets core errors reach Python through errors.h.
+#ifndef SDS_LOADER_PYTHON_BINDINGS_H_
+#define SDS_LOADER_PYTHON_BINDINGS_H_
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+
+namespace sdsl_python {
+
+using Int64Array =
+    pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>;
+
+// ShardSet (a dataset's shards: read, probe) and the functions that take one.
+void BindShardSet(pybind11::module_& m);
+// Shard inspection (summary, verify) and the bench's bounds.
+void BindShardTools(pybind11::module_& m);
+
+}  // namespace sdsl_python
+
+#endif  // SDS_LOADER_PYTHON_BINDINGS_H_

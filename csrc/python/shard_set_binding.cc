@@ -1,0 +1,225 @@
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/reader_error.h"
+#include "python/bindings.h"
+#include "python/errors.h"
+#include "python/python_source.h"
+#include "read/record_bytes.h"
+#include "read/shard_set.h"
+#include "sources/readahead.h"
+
+namespace py = pybind11;
+
+namespace sdsl_python {
+namespace {
+
+std::vector<uint64_t> ShapeOf(const py::tuple& shape) {
+  std::vector<uint64_t> dims;
+  for (const py::handle& item : shape) dims.push_back(item.cast<uint64_t>());
+  return dims;
+}
+
+// A writable, C-contiguous buffer of exactly `bytes` bytes. The Python layer
+// has already checked shape and dtype; this re-checks what memory safety needs.
+// The buffer stays exported, in `held`, until the caller drops it: an object
+// that tracks its exports (bytearray, array.array) then refuses to resize or
+// free its memory while the read writes there with the GIL released.
+uint8_t* WritableBase(const py::object& object, uint64_t bytes, const std::string& name,
+                      std::vector<py::buffer_info>* held) {
+  py::buffer buffer = py::reinterpret_borrow<py::buffer>(object);
+  held->push_back(buffer.request(/*writable=*/true));
+  const py::buffer_info& info = held->back();
+  if (static_cast<uint64_t>(info.size) * static_cast<uint64_t>(info.itemsize) != bytes) {
+    throw py::value_error("buffer for " + name + " holds " +
+                          std::to_string(info.size * info.itemsize) + " bytes, not " +
+                          std::to_string(bytes));
+  }
+  py::ssize_t expected = info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+    if (info.shape[d] > 1 && info.strides[d] != expected) {
+      throw py::value_error("buffer for " + name + " is not C-contiguous");
+    }
+    expected *= info.shape[d];
+  }
+  return static_cast<uint8_t*>(info.ptr);
+}
+
+std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths, bool verify_checksums,
+                                             size_t max_open_files, const py::object& source) {
+  if (source.is_none()) {
+    return std::make_unique<sdsl::ShardSet>(std::move(paths), verify_checksums, max_open_files);
+  }
+  return std::make_unique<sdsl::ShardSet>(MakePythonSource(source, paths.size()), verify_checksums);
+}
+
+py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
+                          const Int64Array& shard_records, const Int64Array& ordinals,
+                          const py::list& fields, const py::list& targets, int threads,
+                          const py::object& starts, bool pad) {
+  const size_t count = static_cast<size_t>(files.size());
+  if (shard_records.size() != files.size() || ordinals.size() != files.size() ||
+      files.ndim() != 1) {
+    throw py::value_error("files, shard_records and ordinals must be 1-D arrays of one length");
+  }
+  const int64_t* file_data = files.data();
+  for (size_t i = 0; i < count; ++i) {
+    if (file_data[i] < 0 || static_cast<size_t>(file_data[i]) >= set.num_files()) {
+      throw py::index_error("shard number " + std::to_string(file_data[i]) + " is out of range");
+    }
+  }
+  std::vector<py::buffer_info> held;  // every output, exported until the read returns
+  held.reserve(2 * fields.size() + targets.size());
+  sdsl::BatchLayout layout;
+  for (const py::handle& item : fields) {
+    const py::tuple spec = item.cast<py::tuple>();
+    sdsl::FieldSlot slot;
+    slot.name = spec[0].cast<std::string>();
+    slot.key_hint = spec[1].cast<std::string>();
+    slot.dtype = spec[2].cast<std::string>();
+    slot.shape = ShapeOf(spec[3].cast<py::tuple>());
+    uint64_t row = sdsl::DtypeItemSize(slot.dtype);
+    if (row == 0) throw py::value_error("unknown dtype " + slot.dtype);
+    for (uint64_t d : slot.shape) row *= d;
+    slot.row_bytes = row;
+    slot.base =
+        WritableBase(py::reinterpret_borrow<py::object>(spec[4]), row * count, slot.name, &held);
+    if (spec.size() > 5) {  // (..., window axis, lengths buffer or None)
+      slot.window_axis = spec[5].cast<int>();
+      if (slot.window_axis >= static_cast<int>(slot.shape.size()) || starts.is_none()) {
+        throw py::value_error("field " + slot.name + " has no axis " +
+                              std::to_string(slot.window_axis) + " to window");
+      }
+      if (!spec[6].is_none()) {
+        slot.lengths = WritableBase(py::reinterpret_borrow<py::object>(spec[6]), 8 * count,
+                                    slot.name + " lengths", &held);
+      }
+    }
+    layout.fields.push_back(std::move(slot));
+  }
+  for (const py::handle& item : targets) {
+    const py::tuple spec = item.cast<py::tuple>();
+    sdsl::TargetSlot slot;
+    slot.key = spec[0].cast<std::string>();
+    const std::string kind = spec[1].cast<std::string>();
+    if (kind != "i" && kind != "f") throw py::value_error("target kind must be 'i' or 'f'");
+    slot.kind = kind[0];
+    slot.base =
+        WritableBase(py::reinterpret_borrow<py::object>(spec[2]), 8 * count, slot.key, &held);
+    layout.targets.push_back(std::move(slot));
+  }
+  py::array_t<uint8_t> needs_fallback(static_cast<py::ssize_t>(count));
+  uint8_t* flags = needs_fallback.mutable_data();
+  const int64_t* shard_record_data = shard_records.data();
+  const int64_t* ordinal_data = ordinals.data();
+  Int64Array start_array;
+  if (!starts.is_none()) {
+    start_array = starts.cast<Int64Array>();
+    if (start_array.ndim() != 1 || static_cast<size_t>(start_array.size()) != count) {
+      throw py::value_error("starts must be a 1-D array with one start per index");
+    }
+    layout.window.starts = start_array.data();
+    layout.window.pad = pad;
+  }
+  {
+    py::gil_scoped_release release;
+    set.Read(file_data, shard_record_data, ordinal_data, count, layout, threads, flags);
+  }
+  return needs_fallback;
+}
+
+py::object Probe(sdsl::ShardSet& set, size_t file, uint64_t shard_record, int64_t ordinal) {
+  sdsl::RecordProbe probe;
+  {
+    py::gil_scoped_release release;
+    probe = set.Probe(file, shard_record, ordinal);
+  }
+  if (!probe.supported) return py::none();
+  py::list fields;
+  for (const auto& field : probe.fields) {
+    py::tuple shape(field.shape.size());
+    for (size_t d = 0; d < field.shape.size(); ++d) shape[d] = py::int_(field.shape[d]);
+    fields.append(py::make_tuple(field.name, field.key, field.dtype, shape));
+  }
+  return py::make_tuple(fields, probe.metadata_json);
+}
+
+}  // namespace
+
+void BindShardSet(py::module_& m) {
+  py::class_<sdsl::ShardSet>(m, "ShardSet")
+      .def(py::init(&MakeShardSet), py::arg("paths"), py::arg("verify_checksums"),
+           py::arg("max_open_files"), py::arg("source") = py::none(),
+           "One entry of `paths` per shard. Without `source` they are local files; with "
+           "it, `source` (size(file), name(file), fetch(requests)) supplies every byte.")
+      .def("read", &Read, py::arg("files"), py::arg("shard_records"), py::arg("ordinals"),
+           py::arg("fields"), py::arg("targets"), py::arg("threads"),
+           py::arg("starts") = py::none(), py::arg("pad") = false)
+      .def("probe", &Probe, py::arg("file"), py::arg("shard_record"), py::arg("ordinal"))
+      .def_property_readonly("num_files", &sdsl::ShardSet::num_files)
+      .def_property_readonly("worker_threads", &sdsl::ShardSet::worker_threads,
+                             "Decode threads this reader has started in this process.")
+      .def_property_readonly("kept_scratch_bytes", &sdsl::ShardSet::kept_scratch_bytes,
+                             "Bytes of buffers idle scratch keeps between reads.")
+      .def_property_readonly(
+          "shards_indexed", &sdsl::ShardSet::shards_indexed,
+          "Shards whose footer and index this reader keeps (every shard it touched).")
+      .def_property_readonly("index_bytes", &sdsl::ShardSet::index_bytes,
+                             "Bytes the kept shard indexes hold.")
+      .def_property_readonly("footer_reads", &sdsl::ShardSet::footer_reads,
+                             "Shard footers read so far (once per shard touched).")
+      .def_property("work_per_helper", &sdsl::ShardSet::work_per_helper,
+                    &sdsl::ShardSet::set_work_per_helper,
+                    "Work (uncompressed bytes; compressed count 4x) a warm batch needs for each "
+                    "helper thread it wakes; 0 wakes every helper `threads` allows.")
+      .def_property_readonly("helped_batches", &sdsl::ShardSet::helped_batches,
+                             "Batches in which a helper thread decoded at least one run.");
+
+  m.def(
+      "record_bytes",
+      [](sdsl::ShardSet& set, bool verify, const Int64Array& files, const Int64Array& records) {
+        if (files.ndim() != 1 || records.ndim() != 1 || files.size() != records.size()) {
+          throw py::value_error("files and records must be 1-D arrays of one length");
+        }
+        for (py::ssize_t k = 0; k < files.size(); ++k) {
+          if (files.data()[k] < 0 || static_cast<size_t>(files.data()[k]) >= set.num_files()) {
+            throw py::index_error("shard number " + std::to_string(files.data()[k]) +
+                                  " is out of range");
+          }
+        }
+        std::vector<std::optional<std::string>> payloads;
+        {
+          py::gil_scoped_release release;
+          payloads = sdsl::ReadRecordBytes(set, verify, files.data(), records.data(),
+                                           static_cast<size_t>(files.size()));
+        }
+        py::list out;
+        for (const auto& payload : payloads) {
+          if (payload) out.append(py::bytes(*payload));
+          else out.append(py::none());
+        }
+        return out;
+      },
+      py::arg("shard_set"), py::arg("verify"), py::arg("files"), py::arg("records"),
+      "Whole records as bytes (None where a chunk is transposed), for metadata shards.");
+  m.def(
+      "hint_records",
+      [](sdsl::ShardSet& set, const Int64Array& files, const Int64Array& records) {
+        if (files.ndim() != 1 || records.ndim() != 1 || files.size() != records.size()) {
+          throw py::value_error("files and records must be 1-D arrays of one length");
+        }
+        py::gil_scoped_release release;
+        return sdsl::HintRecords(set, files.data(), records.data(),
+                                 static_cast<size_t>(files.size()));
+      },
+      py::arg("shard_set"), py::arg("files"), py::arg("records"),
+      "Tells the shards' source that these records will be read soon; returns the bytes hinted.");
+}
+
+}  // namespace sdsl_python

@@ -1,0 +1,79 @@
+#include "read/batch_plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "base/reader_error.h"
+
+namespace sdsl {
+
+BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
+                    size_t count, const ShardOpener& open, const int64_t* starts) {
+  BatchPlan plan;
+  std::vector<size_t> order(count);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (files[a] != files[b]) return files[a] < files[b];
+    if (shard_records[a] != shard_records[b]) return shard_records[a] < shard_records[b];
+    return starts != nullptr && starts[a] < starts[b];
+  });
+  std::shared_ptr<const OpenShard> shard;
+  int64_t shard_file = -1;
+  for (size_t k = 0; k < count; ++k) {
+    const size_t row = order[k];
+    if (files[row] != shard_file) {
+      shard_file = files[row];
+      shard = open(static_cast<size_t>(shard_file));
+    }
+    if (shard->index.transposed_footer) {
+      plan.unsupported_rows.push_back(row);
+      continue;
+    }
+    const ShardIndex& index = shard->index;
+    const uint64_t shard_record = static_cast<uint64_t>(shard_records[row]);
+    if (shard_records[row] < 0 || shard_record >= index.num_records) {
+      Corrupt("shard " + shard->file->path() + ": record " + std::to_string(ordinals[row]) +
+              " is record " + std::to_string(shard_records[row]) + " of a shard that holds " +
+              std::to_string(index.num_records) +
+              "; the shard is truncated or does not match the manifest that names it");
+    }
+    Run* run = plan.runs.empty() ? nullptr : &plan.runs.back();
+    if (run != nullptr && run->shard == shard && !run->chunks.empty()) {
+      WantedRecord& last = run->chunks.back().records.back();
+      if (last.shard_record == shard_record &&
+          (starts == nullptr || starts[last.rows[0]] == starts[row])) {
+        // a duplicate: decode once, copy after
+        last.rows.push_back(row);
+        continue;
+      }
+    }
+    const uint64_t chunk = index.ChunkOf(shard_record);
+    const uint64_t chunk_record = shard_record - index.FirstRecord(chunk);
+    const bool same_chunk =
+        run != nullptr && run->shard == shard && run->chunks.back().chunk == chunk;
+    if (!same_chunk) {
+      const bool extends = run != nullptr && run->shard == shard &&
+                           run->chunks.back().chunk + 1 == chunk &&
+                           index.ChunkLimit(chunk) - run->begin <= kMaxRunBytes;
+      if (!extends) {
+        plan.runs.emplace_back();
+        run = &plan.runs.back();
+        run->shard = shard;
+        run->begin = index.chunk_offsets[chunk];
+        run->into_rows =
+            index.WrittenUncompressed() && index.min_chunk_decoded_size >= kIntoRowsMinBytes;
+      }
+      run->chunks.push_back(WantedChunk{chunk, {}});
+      run->end = index.ChunkLimit(chunk);
+    }
+    WantedRecord record;
+    record.chunk_record = chunk_record;
+    record.shard_record = shard_record;
+    record.rows.push_back(row);
+    run->chunks.back().records.push_back(std::move(record));
+  }
+  return plan;
+}
+
+}  // namespace sdsl

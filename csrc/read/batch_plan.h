@@ -1,0 +1,75 @@
+// One read() as a plan: rows grouped by shard and chunk, sorted by file
+// offset, duplicates folded into one decode, adjacent chunks merged into
+// runs that are each fetched with a single read.
+//
+// Numberings, one name each: `ordinal` is a record's number in the dataset,
+// `shard_record` its number inside its shard, `chunk_record` its number inside
+// its chunk, and `row` the output row of the batch it fills.
+#ifndef SDS_LOADER_BATCH_PLAN_H_
+#define SDS_LOADER_BATCH_PLAN_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "container/array_record_index.h"
+#include "read/verified_chunks.h"
+#include "sources/shard_file.h"
+
+namespace sdsl {
+
+struct OpenShard {
+  std::unique_ptr<ShardFile> file;
+  ShardIndex index;
+  VerifiedChunks verified;  // sized to the index's chunks when opened
+};
+
+struct WantedRecord {
+  uint64_t chunk_record = 0;
+  uint64_t shard_record = 0;
+  std::vector<size_t> rows;  // rows[0] is decoded, the rest copied
+};
+
+struct WantedChunk {
+  uint64_t chunk = 0;
+  std::vector<WantedRecord> records;  // ascending chunk_record
+};
+
+struct Run {
+  std::shared_ptr<const OpenShard> shard;
+  std::vector<WantedChunk> chunks;  // consecutive chunk numbers
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  // The shard's chunks are uncompressed and each decodes to kIntoRowsMinBytes
+  // or more, as its footer says: warm, each chunk's tensors are best read
+  // straight into their rows, which saves copying them out of a fetched run.
+  bool into_rows = false;
+};
+
+// Chunks whose values decode to fewer bytes than this are read with their
+// run: two reads per chunk cost more than copying a small record once.
+constexpr uint64_t kIntoRowsMinBytes = 32 << 10;
+
+struct BatchPlan {
+  std::vector<Run> runs;
+  std::vector<size_t> unsupported_rows;  // shards this core cannot decode
+};
+
+using ShardOpener = std::function<std::shared_ptr<const OpenShard>(size_t file)>;
+
+// Runs larger than this are split, so one pread never needs more scratch than
+// a chunk plus this, and threads get work to share.
+constexpr uint64_t kMaxRunBytes = 2 << 20;
+
+// Throws a corrupt error (naming the shard and the ordinal) for a record the
+// shard does not hold.
+// With `starts` (a window's start per row), repeats of a record fold into
+// one decode only when their windows start at the same place.
+BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
+                    size_t count, const ShardOpener& open, const int64_t* starts = nullptr);
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_BATCH_PLAN_H_

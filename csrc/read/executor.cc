@@ -1,0 +1,178 @@
+#include "read/executor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace sdsl {
+namespace {
+
+uint64_t RunBytes(const Run& run) { return run.end - run.begin; }
+
+// Compressed bytes count several times over as work: zstd decodes 64 KiB
+// records at about a quarter of the speed of hash + copy.
+constexpr uint64_t kCompressedWeight = 4;
+
+size_t HelpersWorthWaking(const std::vector<Run>& runs, size_t wanted, uint64_t per_helper) {
+  if (per_helper == 0) return wanted;
+  uint64_t work = 0;
+  for (const Run& run : runs) {
+    work += RunBytes(run) * (run.shard->index.WrittenUncompressed() ? 1 : kCompressedWeight);
+  }
+  return static_cast<size_t>(std::min<uint64_t>(wanted, work / per_helper));
+}
+
+// Consecutive runs fetched by one call: [first, last).
+struct Slice {
+  size_t first = 0, last = 0;
+};
+
+// One run per slice unless the source gathers; then as many runs as fit in
+// its byte cap, and no more than an even share per worker, so that every
+// worker gets a slice.
+std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint64_t gather_bytes) {
+  std::vector<Slice> slices;
+  const size_t share = (runs.size() + workers - 1) / workers;
+  for (size_t r = 0; r < runs.size();) {
+    Slice slice{r, r + 1};
+    uint64_t bytes = RunBytes(runs[r]);
+    while (slice.last < runs.size() && slice.last - slice.first < share &&
+           bytes + RunBytes(runs[slice.last]) <= gather_bytes) {
+      bytes += RunBytes(runs[slice.last]);
+      ++slice.last;
+    }
+    slices.push_back(slice);
+    r = slice.last;
+  }
+  return slices;
+}
+
+void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const FetchPlan& plan,
+                    ShardSource& source, const RunWork& work, WorkerScratch* scratch) {
+  // What each run of the slice takes in scratch: nothing for a run that
+  // reads itself; its bytes without their block headers where the work
+  // allows it and the run does not begin inside one (only a damaged footer
+  // points there); else its bytes as they lie.
+  struct RunFetch {
+    bool fetched = false;
+    bool split = false;
+    StrippedLayout layout;
+    FileRange bytes;  // where it lands, once requested
+  };
+  const size_t count = slice.last - slice.first;
+  std::vector<RunFetch> fetches(count);
+  uint64_t data_bytes = 0, header_bytes = 0;
+  for (size_t r = slice.first; r < slice.last; ++r) {
+    const Run& run = runs[r];
+    RunFetch& fetch = fetches[r - slice.first];
+    fetch.fetched = !work.reads_itself || !work.reads_itself(run, *scratch, plan.gather_bytes > 0);
+    if (!fetch.fetched) continue;
+    fetch.split = work.split_block_headers && !BeginsInsideBlockHeader(run.begin);
+    fetch.layout = fetch.split ? LayoutWithoutBlockHeaders(run.begin, run.end)
+                               : StrippedLayout{RunBytes(run), 0};
+    data_bytes += fetch.layout.data_bytes;
+    header_bytes += fetch.layout.header_bytes;
+  }
+  GrowTo(&scratch->file_bytes, data_bytes);
+  GrowTo(&scratch->run_block_headers, header_bytes);
+  std::vector<RangeRequest>& requests = scratch->requests;
+  requests.clear();
+  std::vector<std::pair<size_t, size_t>> requested;  // (run, its first request)
+  uint8_t* data = scratch->file_bytes.data();
+  uint8_t* headers = scratch->run_block_headers.data();
+  for (size_t r = slice.first; r < slice.last; ++r) {
+    const Run& run = runs[r];
+    RunFetch& fetch = fetches[r - slice.first];
+    if (!fetch.fetched) continue;
+    try {
+      run.shard->file->CheckRange(run.begin, RunBytes(run));
+    } catch (const ReaderError& error) {
+      work.fetch_failed(run, error);
+    }
+    const size_t file = run.shard->file->number();
+    requested.emplace_back(r, requests.size());
+    fetch.bytes = FileRange{data, run.begin, RunBytes(run)};
+    if (fetch.split) {
+      fetch.bytes.block_headers = headers;
+      AppendSplitReads(file, run.begin, run.end, data, headers, &scratch->read_pieces, &requests);
+    } else {
+      requests.push_back(RangeRequest{file, run.begin, RunBytes(run), data});
+    }
+    data += fetch.layout.data_bytes;
+    headers += fetch.layout.header_bytes;
+  }
+  try {
+    if (!requests.empty()) source.Fetch(requests.data(), requests.size(), plan);
+  } catch (const ReaderError& error) {
+    if (requested.size() == 1) work.fetch_failed(runs[requested[0].first], error);
+    // Fetch again one run at a time, to name the record the failure reached.
+    for (size_t k = 0; k < requested.size(); ++k) {
+      const size_t first = requested[k].second;
+      const size_t last = k + 1 < requested.size() ? requested[k + 1].second : requests.size();
+      try {
+        source.Fetch(&requests[first], last - first, plan);
+      } catch (const ReaderError& again) {
+        work.fetch_failed(runs[requested[k].first], again);
+      }
+    }
+  }
+  for (size_t r = slice.first; r < slice.last; ++r) {
+    const RunFetch& fetch = fetches[r - slice.first];
+    work.decode(runs[r], fetch.fetched ? &fetch.bytes : nullptr, scratch);
+  }
+}
+
+}  // namespace
+
+size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
+                   ScratchPool* scratch_pool, WorkerPool* workers, const RunWork& work) {
+  if (runs.empty()) return 0;
+  const size_t parallel = std::min<size_t>(std::max(threads, 1), runs.size());
+  std::vector<RangeRequest> ranges;
+  ranges.reserve(runs.size());
+  for (const Run& run : runs) {
+    ranges.push_back(RangeRequest{run.shard->file->number(), run.begin, RunBytes(run), nullptr});
+  }
+  const FetchPlan plan = source.PlanBatch(ranges.data(), ranges.size());
+  const std::vector<Slice> slices = SliceRuns(runs, parallel, plan.gather_bytes);
+  std::atomic<size_t> next_slice{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr first_error;
+  std::mutex error_mutex;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<size_t> helped_runs{0};
+  const std::function<void()> worker = [&]() {
+    std::unique_ptr<WorkerScratch> scratch;
+    const bool helper = std::this_thread::get_id() != caller;
+    try {
+      scratch = scratch_pool->Acquire();
+      // Runs that read themselves fetch through the scratch: they follow this batch's plan.
+      scratch->fetch_plan = plan;
+      for (size_t s = next_slice++; s < slices.size() && !failed; s = next_slice++) {
+        FetchAndDecode(runs, slices[s], plan, source, work, scratch.get());
+        if (helper) helped_runs += slices[s].last - slices[s].first;
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!first_error) first_error = std::current_exception();
+      failed = true;
+    }
+    if (scratch) {
+      scratch->fetch_plan = FetchPlan{};
+      scratch_pool->Release(std::move(scratch));
+    }
+  };
+  size_t helpers = std::min(parallel, slices.size()) - 1;
+  // A cold or remote batch waits on its reads, not the CPU: every helper
+  // keeps more of them in flight, however little decoding there is.
+  if (plan.gather_bytes == 0) helpers = HelpersWorthWaking(runs, helpers, work.work_per_helper);
+  workers->Run(helpers, worker);
+  if (first_error) std::rethrow_exception(first_error);
+  return helped_runs;
+}
+
+}  // namespace sdsl

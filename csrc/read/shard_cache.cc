@@ -1,0 +1,52 @@
+#include "read/shard_cache.h"
+
+#include <string>
+#include <utility>
+
+#include "base/reader_error.h"
+
+namespace sdsl {
+
+ShardCache::ShardCache(ShardSource& source) : source_(source), shards_(source.num_files()) {
+  StartGuarding();
+}
+
+std::shared_ptr<const OpenShard> ShardCache::Open(size_t file) {
+  if (file >= source_.num_files()) {
+    Fail(ErrorKind::kArgument, "shard number " + std::to_string(file) + " is out of range");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shards_[file]) return shards_[file];
+  }
+  // The footer is read without the lock: a slow disk or a remote source
+  // delays only the reads that need this shard, and a fork meanwhile cannot
+  // leave the lock held in the child. Two threads missing at once both read
+  // the footer; the first to finish is kept.
+  auto shard = std::make_shared<OpenShard>();
+  shard->file = std::make_unique<ShardFile>(source_, file);
+  shard->index = ReadShardIndex(*shard->file);
+  footer_reads_.fetch_add(1, std::memory_order_relaxed);
+  shard->verified.Reset(shard->index.num_chunks());
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!shards_[file]) shards_[file] = std::move(shard);
+  return shards_[file];
+}
+
+size_t ShardCache::Touched() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t touched = 0;
+  for (const auto& shard : shards_) touched += shard != nullptr;
+  return touched;
+}
+
+size_t ShardCache::HeldBytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t held = shards_.capacity() * sizeof(shards_[0]);
+  for (const auto& shard : shards_) {
+    if (shard) held += sizeof(OpenShard) + shard->index.HeldBytes() + shard->verified.HeldBytes();
+  }
+  return held;
+}
+
+}  // namespace sdsl

@@ -1,0 +1,52 @@
+// Every shard a process has touched, with its parsed footer, so that each
+// shard's footer and index are read once, however many shards the dataset
+// has. What stays open is the source's concern (a bounded set of open files
+// and mappings, for local files): a shard is only a handle and its index,
+// a few bytes a record (HeldBytes).
+#ifndef SDS_LOADER_SHARD_CACHE_H_
+#define SDS_LOADER_SHARD_CACHE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "base/fork_guard.h"
+#include "read/batch_plan.h"
+#include "sources/shard_source.h"
+
+namespace sdsl {
+
+class ShardCache : public ForkGuarded {
+ public:
+  // `source` must outlive the cache.
+  explicit ShardCache(ShardSource& source);
+
+  size_t num_files() const { return source_.num_files(); }
+  // Shard `file`, reading its footer the first time.
+  std::shared_ptr<const OpenShard> Open(size_t file);
+  // Shards touched, and the bytes their indexes and marks hold.
+  size_t Touched() const;
+  // Footers read: once per shard touched, unless two threads missed at once.
+  size_t FooterReads() const { return footer_reads_.load(std::memory_order_relaxed); }
+  size_t HeldBytes() const;
+
+  ~ShardCache() override { StopGuarding(); }
+
+  // Cached entries stay valid in a forked child (descriptors are inherited
+  // and pread keeps no file position); only the lock must be free.
+  void LockForFork() override { mutex_.lock(); }
+  void UnlockInParent() override { mutex_.unlock(); }
+  void ResetInChild() override { mutex_.unlock(); }
+
+ private:
+  ShardSource& source_;
+  mutable std::mutex mutex_;                              // never held while a footer is read
+  std::vector<std::shared_ptr<const OpenShard>> shards_;  // by file number
+  std::atomic<size_t> footer_reads_{0};
+};
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_SHARD_CACHE_H_

@@ -1,0 +1,51 @@
+#include "read/shard_set.h"
+
+#include <cstring>
+
+#include "read/executor.h"
+#include "read/run_decoder.h"
+#include "read/window_read.h"
+#include "sources/local_source.h"
+
+namespace sdsl {
+
+ShardSet::ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files)
+    : ShardSet(std::make_unique<LocalSource>(std::move(paths), max_open_files), verify_checksums) {}
+
+ShardSet::ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums)
+    : source_(std::move(source)), verify_(verify_checksums), shards_(*source_) {}
+
+void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
+                    size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback) {
+  std::memset(needs_fallback, 0, count);
+  const BatchPlan plan = PlanBatch(
+      files, shard_records, ordinals, count, [this](size_t file) { return shards_.Open(file); },
+      layout.window.starts);
+  for (size_t row : plan.unsupported_rows) needs_fallback[row] = 1;
+  RunWork work;
+  work.decode = [&](const Run& run, const FileRange* fetched, WorkerScratch* scratch) {
+    DecodeRun(run, fetched, layout, ordinals, verify_, needs_fallback, scratch);
+  };
+  // Reading a chunk straight into rows takes two reads of it, one after the
+  // other: cheap from local files in the page cache; from a disk, or from
+  // anywhere else, the chunk is better fetched with the batch's other runs,
+  // many reads in flight, and its tensors copied from there.
+  const bool local = dynamic_cast<const LocalSource*>(source_.get()) != nullptr;
+  work.reads_itself = [&, local](const Run& run, const WorkerScratch&, bool gathering) {
+    return ReadsWindowsOnly(run, layout, verify_) || (local && !gathering && run.into_rows);
+  };
+  work.fetch_failed = [&](const Run& run, const ReaderError& error) {
+    RethrowForRecord(run, run.chunks.front().records.front(), ordinals, error);
+  };
+  work.work_per_helper = work_per_helper_;
+  work.split_block_headers = local;
+  if (ExecuteRuns(plan.runs, threads, *source_, &scratch_, &workers_, work) > 0) {
+    helped_batches_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+RecordProbe ShardSet::Probe(size_t file, uint64_t shard_record, int64_t ordinal) {
+  return ProbeRecord(*shards_.Open(file), shard_record, ordinal, verify_, &scratch_);
+}
+
+}  // namespace sdsl

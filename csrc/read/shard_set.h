@@ -1,0 +1,68 @@
+// The reader's core for one dataset: a batch of records planned into runs,
+// the runs decoded on a few threads into the batch's rows.
+#ifndef SDS_LOADER_SHARD_SET_H_
+#define SDS_LOADER_SHARD_SET_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/worker_pool.h"
+#include "read/batch_plan.h"
+#include "read/executor.h"
+#include "read/record_decoder.h"
+#include "read/record_probe.h"
+#include "read/scratch_pool.h"
+#include "read/shard_cache.h"
+#include "sources/shard_source.h"
+
+namespace sdsl {
+
+class ShardSet {
+ public:
+  // Shards in local files.
+  ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files);
+  // Shards wherever `source` finds them.
+  ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums);
+
+  // Reads one batch into `layout`'s rows. Rows whose shard this core cannot
+  // decode get needs_fallback[row] = 1 and are left untouched.
+  void Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
+            size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback);
+
+  RecordProbe Probe(size_t file, uint64_t shard_record, int64_t ordinal);
+
+  size_t num_files() const { return shards_.num_files(); }
+  // Decode threads started by this reader in this process (the caller's not
+  // counted): they persist between reads.
+  size_t worker_threads() const { return workers_.threads(); }
+  // Bytes of buffers idle scratch keeps between reads.
+  size_t kept_scratch_bytes() const { return scratch_.kept_bytes(); }
+  // Work (uncompressed bytes) a warm batch needs per helper thread it wakes.
+  uint64_t work_per_helper() const { return work_per_helper_; }
+  void set_work_per_helper(uint64_t bytes) { work_per_helper_ = bytes; }
+  // Batches in which a helper thread decoded at least one run: what tells a
+  // multi-threaded read from one whose helpers were asked for but not used.
+  uint64_t helped_batches() const { return helped_batches_.load(std::memory_order_relaxed); }
+  std::shared_ptr<const OpenShard> Open(size_t file) { return shards_.Open(file); }
+  // Shards whose index this reader keeps, and the bytes those indexes hold.
+  size_t shards_indexed() const { return shards_.Touched(); }
+  size_t index_bytes() const { return shards_.HeldBytes(); }
+  size_t footer_reads() const { return shards_.FooterReads(); }
+
+ private:
+  const std::unique_ptr<ShardSource> source_;
+  const bool verify_;
+  ShardCache shards_;
+  ScratchPool scratch_;
+  WorkerPool workers_;
+  uint64_t work_per_helper_ = kDefaultWorkPerHelper;
+  std::atomic<uint64_t> helped_batches_{0};
+};
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_SHARD_SET_H_
