@@ -265,7 +265,8 @@ class _TypedShardStore(ArrayRecordShardStore):
 
 
 def open_dataset(uri: str, store: sds.storage.ObjectStore | None, settings: ReadSettings) -> sds.Dataset:
-    """`signal_dataset.open(uri)` as the fallback reads it: its shard store typed, its options the reader's."""
+    """`signal_dataset.open(uri)` as the fallback reads it: its shard store
+    typed, its options the reader's."""
     root = validate_root_uri(uri)
     objects = store if store is not None else object_store_for(root, root_is_directory=True)
     options = (
