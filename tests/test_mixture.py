@@ -158,7 +158,10 @@ def test_windows_make_different_lengths_agree(roots: tuple[str, str], longer: st
     ]
     with pytest.raises(
         ValueError,
-        match=r"member 1 \(.*longer\) delivers 'inputs' as complex64 \(2, 48\), member 0 .* complex64 \(2, 32\).*Window of one length",
+        match=(
+            r"member 1 \(.*longer\) delivers 'inputs' as complex64 \(2, 48\), "
+            r"member 0 .* complex64 \(2, 32\).*Window of one length"
+        ),
     ):
         Mixture(plain, [1, 1])
     window = Window("a1", 16)
@@ -179,7 +182,10 @@ def test_members_must_agree_on_keys_and_dtypes(roots: tuple[str, str]) -> None:
     first = SDSTorchDataset(roots[0], targets={"index": "index"})
     with pytest.raises(
         ValueError,
-        match=r"member 1 \(.*second\) delivers keys \['index', 'inputs'\].*1 lacks \['target'\].*inputs=, target=",
+        match=(
+            r"member 1 \(.*second\) delivers keys \['index', 'inputs'\]"
+            r".*1 lacks \['target'\].*inputs=, target="
+        ),
     ):
         Mixture([first, SDSTorchDataset(roots[1], target=None, targets={"index": "index"})], [1, 1])
     with pytest.raises(
@@ -203,7 +209,10 @@ def test_a_member_whose_records_change_shape_is_named(roots: tuple[str, str], tm
     Reference([roots[0], str(varying)]).check(collate(mixed.__getitems__([1, 121, 120])), [1, 121, 120])
     with pytest.raises(
         ValueError,
-        match=r"mixture member 1 \(.*varying\): out\['samples'\] has shape \(2, 2, 32\); this batch needs \(2, 2, 48\).*Window of one length",
+        match=(
+            r"mixture member 1 \(.*varying\): out\['samples'\] has shape \(2, 2, 32\); "
+            r"this batch needs \(2, 2, 48\).*Window of one length"
+        ),
     ):
         mixed.__getitems__([0, 130, 131])
     with pytest.raises(MixedShapesError, match="mixes record layouts") as raised:

@@ -33,6 +33,8 @@ _FieldArgs = (
 _TargetArgs = tuple[str, str, _Writable]
 # (output name, tensor key, SafeTensors dtype, shape) of each field of a record.
 _ProbedField = tuple[str, str, str, tuple[int, ...]]
+# (shard path, compression, decoded size, chunk start, next chunk's start) of a chunk.
+_ChunkExtent = tuple[str, str, int, int, int]
 
 @type_check_only
 class _ShardSummary(TypedDict):
@@ -84,9 +86,17 @@ class ShardSet:
     @property
     def kept_scratch_bytes(self) -> int: ...
     @property
+    def shards_indexed(self) -> int: ...
+    @property
+    def index_bytes(self) -> int: ...
+    @property
+    def footer_reads(self) -> int: ...
+    @property
     def work_per_helper(self) -> int: ...
     @work_per_helper.setter
     def work_per_helper(self, value: int, /) -> None: ...
+    @property
+    def helped_batches(self) -> int: ...
 
 def record_bytes(
     shard_set: ShardSet, verify: bool, files: npt.ArrayLike, records: npt.ArrayLike
@@ -98,11 +108,9 @@ def chunk_payloads(path: str, records: Sequence[int]) -> list[tuple[str, bytes, 
 def bound_decompress(
     payloads: list[tuple[str, bytes, int]], repeats: int = 1, batch_rows: int = 1
 ) -> float: ...
-def chunk_value_ranges(
-    path: str, records: Sequence[int]
-) -> list[tuple[str, str, int, list[tuple[int, int]]]]: ...
+def chunk_extents(path: str, records: Sequence[int]) -> list[_ChunkExtent]: ...
 def bound_read(
-    chunks: list[tuple[str, str, int, Sequence[tuple[int, int]]]],
+    chunks: list[_ChunkExtent],
     repeats: int = 1,
     hash: bool = True,
     batch_rows: int = 256,

@@ -48,6 +48,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, cast, overload
 
 import numpy as np
 import signal_dataset as sds
@@ -89,7 +90,7 @@ class FallbackReader:
         self._store = object_store
         self._settings = ReadSettings(verify_checksums=bool(verify_checksums), max_open_files=max_open_files)
         self._pid = os.getpid()
-        self._helper: subprocess.Popen | None = None
+        self._helper: subprocess.Popen[bytes] | None = None
         self._dataset: sds.Dataset | None = None
         self._lock = threading.Lock()
 
@@ -100,7 +101,7 @@ class FallbackReader:
 
     def probe(self, ordinal: int) -> tuple[tuple[FieldSpec, ...], dict[str, object]]:
         """Every field of record `ordinal` and its metadata."""
-        return self._call("probe_record", ordinal)
+        return cast(tuple[tuple[FieldSpec, ...], dict[str, object]], self._call("probe_record", ordinal))
 
     def fill(
         self,
@@ -123,7 +124,7 @@ class FallbackReader:
 
     def record_layouts(self, ordinals: list[int]) -> list[RecordLayout]:
         """Each record's field layouts, from its metadata (no tensor is read)."""
-        return self._call("read_layouts", ordinals)
+        return cast(list[RecordLayout], self._call("read_layouts", ordinals))
 
     def close(self) -> None:
         """Stop this process's helper; the next read starts another."""
@@ -140,7 +141,7 @@ class FallbackReader:
 
     # -- internals ---------------------------------------------------------
 
-    def _call(self, name: str, *args):
+    def _call(self, name: str, *args: object) -> Any:  # what function `name` returns, maybe unpickled
         if self._pid != os.getpid():
             # Inherited across a fork: the parent's helper, dataset and lock
             # are not ours. Forgotten, not closed: the parent still uses them.
@@ -163,6 +164,7 @@ class FallbackReader:
             if self._helper is None:
                 self._helper = self._start()
             helper = self._helper
+            assert helper.stdin is not None and helper.stdout is not None  # both are pipes
             try:
                 fallback_helper.send(helper.stdin, (name, args))
                 status, value = fallback_helper.receive(helper.stdout)
@@ -185,13 +187,14 @@ class FallbackReader:
             "and its reader checks every chunk's hashes"
         )
 
-    def _start(self) -> subprocess.Popen:
+    def _start(self) -> subprocess.Popen[bytes]:
         helper = subprocess.Popen(
             # -c rather than -m: the package imports this module, which runpy warns about.
             [sys.executable, "-c", "from sds_loader.fallback_helper import main; main()"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
+        assert helper.stdin is not None and helper.stdout is not None  # both are pipes
         try:
             fallback_helper.send(helper.stdin, (self._uri, portable(self._store), self._settings))
             status, value = fallback_helper.receive(helper.stdout)
@@ -207,10 +210,11 @@ class FallbackReader:
         return helper
 
 
-def _stop(helper: subprocess.Popen) -> None:
+def _stop(helper: subprocess.Popen[bytes]) -> None:
     for stream in (helper.stdin, helper.stdout):
         try:
-            stream.close()
+            if stream is not None:
+                stream.close()
         except OSError:
             pass
     try:
@@ -240,17 +244,45 @@ class ShardRefused(RuntimeError):
 class _TypedShardStore(ArrayRecordShardStore):
     """signal_dataset's shard store, with array_record's refusals given a type of their own."""
 
-    def read(self, uri: str, index: int, **options) -> bytes:  # noqa: ANN003 - the base class's keywords
+    def read(
+        self,
+        uri: str,
+        index: int,
+        *,
+        generation: int | None = None,
+        options: str,
+        file_reader_buffer_size: int | None = None,
+    ) -> bytes:
         try:
-            return super().read(uri, index, **options)
+            return super().read(
+                uri,
+                index,
+                generation=generation,
+                options=options,
+                file_reader_buffer_size=file_reader_buffer_size,
+            )
         except RuntimeError as exc:
-            raise self._classified(uri, options.get("generation"), exc) from exc
+            raise self._classified(uri, generation, exc) from exc
 
-    def read_many(self, uri: str, indices, **options) -> tuple[bytes, ...]:  # noqa: ANN001, ANN003
+    def read_many(
+        self,
+        uri: str,
+        indices: Sequence[int],
+        *,
+        generation: int | None = None,
+        options: str,
+        file_reader_buffer_size: int | None = None,
+    ) -> tuple[bytes, ...]:
         try:
-            return super().read_many(uri, indices, **options)
+            return super().read_many(
+                uri,
+                indices,
+                generation=generation,
+                options=options,
+                file_reader_buffer_size=file_reader_buffer_size,
+            )
         except RuntimeError as exc:
-            raise self._classified(uri, options.get("generation"), exc) from exc
+            raise self._classified(uri, generation, exc) from exc
 
     def _classified(self, uri: str, generation: int | None, exc: RuntimeError) -> Exception:
         # array_record raises RuntimeError both for bytes it refuses and for a
@@ -265,7 +297,8 @@ class _TypedShardStore(ArrayRecordShardStore):
 
 
 def open_dataset(uri: str, store: sds.storage.ObjectStore | None, settings: ReadSettings) -> sds.Dataset:
-    """`signal_dataset.open(uri)` as the fallback reads it: its shard store typed, its options the reader's."""
+    """`signal_dataset.open(uri)` as the fallback reads it: its shard store
+    typed, its options the reader's."""
     root = validate_root_uri(uri)
     objects = store if store is not None else object_store_for(root, root_is_directory=True)
     options = (
@@ -346,6 +379,10 @@ def _where(dataset: sds.Dataset, ordinal: int, metadata: bool = False) -> str:
     return f"shard {shard}: record {ordinal} (record {instruction.skip} of the shard)"
 
 
+@overload
+def _plain(value: Mapping[str, object]) -> dict[str, object]: ...
+@overload
+def _plain(value: object) -> object: ...
 def _plain(value: object) -> object:
     """Metadata as dicts and lists: signal_dataset's frozen mappings do not pickle."""
     if isinstance(value, Mapping):

@@ -116,7 +116,11 @@ class _ProcessState:
         #: The source's counters as last added to the reader's stats.
         self.counted = (0, 0)
         #: Carries out announcements for object storage (its thread starts on the first).
-        self._readahead = RemoteReadahead(self.native, self.source) if self.source is not None else None
+        self._readahead = (
+            RemoteReadahead(self.native, self.source)
+            if self.native is not None and self.source is not None
+            else None
+        )
 
     def readahead(self) -> RemoteReadahead:
         assert self._readahead is not None, "only a reader of object storage reads ahead remotely"

@@ -17,8 +17,13 @@ from __future__ import annotations
 
 import queue
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from sds_loader._native import ShardSet
+    from sds_loader.s3_source import S3RangeSource
 
 #: Announcements waiting for the thread; past this they are dropped, as a
 #: hint that arrives too late is worth nothing.
@@ -28,7 +33,7 @@ PENDING = 16
 class RemoteReadahead:
     """One thread that carries out a reader's announcements for object storage."""
 
-    def __init__(self, native, source) -> None:
+    def __init__(self, native: ShardSet, source: S3RangeSource) -> None:
         self._native = native
         self._source = source
         self._queue: queue.Queue[tuple[np.ndarray, np.ndarray] | None] = queue.Queue(maxsize=PENDING)

@@ -37,13 +37,17 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
 
 import signal_dataset as sds
 from signal_dataset.storage.backends.s3 import S3Options
 from signal_dataset.storage.paths import s3_parts
+
+if TYPE_CHECKING:
+    import boto3
 
 #: Requests kept in flight by one reader in one process. A request to a real
 #: object store costs tens of milliseconds whatever its size, so a sparse batch
@@ -117,6 +121,30 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_parent_state)
 
 
+_T = TypeVar("_T")
+
+
+class _Body(Protocol):
+    """The body of a GetObject answer (botocore's StreamingBody)."""
+
+    def read(self) -> bytes: ...
+    def close(self) -> None: ...
+
+
+class _GetObjectAnswer(TypedDict, total=False):
+    """The keys of a GetObject answer this module reads."""
+
+    Body: _Body
+    ContentRange: str
+    ETag: str
+
+
+class _S3Client(Protocol):
+    """What this module calls on a boto3 S3 client (boto3 ships no types)."""
+
+    def get_object(self, *, Bucket: str, Key: str, Range: str, IfMatch: str = ...) -> _GetObjectAnswer: ...
+
+
 class _Retry(Exception):
     """An attempt failed in a way the next attempt may not; carries the reason."""
 
@@ -176,7 +204,7 @@ class S3RangeSource:
         #: Ranges fetched ahead, by (file, offset): (ETag, bytes), oldest first.
         self._ahead: OrderedDict[tuple[int, int], tuple[str, bytes]] = OrderedDict()
         self._ahead_bytes = 0
-        self._client = None
+        self._client: _S3Client | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._errors: tuple[type[BaseException], ...] = ()
         #: How many times close() ran; a request started before a close does not retry after it.
@@ -345,7 +373,7 @@ class S3RangeSource:
 
     # -- internals ---------------------------------------------------------
 
-    def _process(self):
+    def _process(self) -> tuple[_S3Client, ThreadPoolExecutor]:
         """This process's (client, pool), made on first use after a fork or close."""
         client, pool = self._client, self._pool
         if client is not None and pool is not None:
@@ -397,15 +425,17 @@ class S3RangeSource:
         except RuntimeError as exc:  # the pool was shut down by close()
             for future in heads + tails:
                 future.cancel()
-            wait(heads + tails)
+            wait(heads)
+            wait(tails)
             raise sds.StorageError(f"the reader of {self._uris[files[0]]} was closed during a read") from exc
         try:
             opened = {files[0]: self._attempts(files[0], functools.partial(self._get_tail, file=files[0]))}
         finally:
             # Never leave a request running past this call.
-            wait(heads + tails)
-        for file, tail in zip(files[1:], tails, strict=True):
-            opened[file] = tail.result()  # the first failure, in the order of `files`, is raised
+            wait(heads)
+            wait(tails)
+        for file, pending in zip(files[1:], tails, strict=True):
+            opened[file] = pending.result()  # the first failure, in the order of `files`, is raised
         for file, head in zip(files, heads, strict=True):
             if opened[file].start == 0:
                 continue  # the tail holds the whole shard
@@ -460,7 +490,7 @@ class S3RangeSource:
                     return True
         return False
 
-    def _get_tail(self, client, *, file: int) -> _Tail:
+    def _get_tail(self, client: _S3Client, *, file: int) -> _Tail:
         bucket, key = self._parts[file]
         response = client.get_object(Bucket=bucket, Key=key, Range=f"bytes=-{TAIL_BYTES}")
         data = _read_body(response)
@@ -470,7 +500,7 @@ class S3RangeSource:
         self._count(requests=1, fetched=len(data))
         return _Tail(size=size, etag=str(response.get("ETag", "")), start=start, data=data)
 
-    def _get_head(self, client, *, file: int) -> tuple[str, bytes]:
+    def _get_head(self, client: _S3Client, *, file: int) -> tuple[str, bytes]:
         bucket, key = self._parts[file]
         response = client.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{HEAD_BYTES - 1}")
         data = _read_body(response)
@@ -484,7 +514,7 @@ class S3RangeSource:
         bucket, key = self._parts[file]
         end = offset + len(view)
 
-        def attempt(client) -> None:
+        def attempt(client: _S3Client) -> None:
             extra = {"IfMatch": etag} if etag else {}
             response = client.get_object(Bucket=bucket, Key=key, Range=f"bytes={offset}-{end - 1}", **extra)
             data = _read_body(response)
@@ -496,11 +526,12 @@ class S3RangeSource:
 
         self._attempts(file, attempt)
 
-    def _attempts(self, file: int, attempt):
+    def _attempts(self, file: int, attempt: Callable[[_S3Client], _T]) -> _T:
         """Run `attempt(client)` until it succeeds, a permanent error, or the bound."""
         uri = self._uris[file]
         attempts = self._options.max_attempts
         closes = self._closes
+        reason: str | None
         for number in range(attempts):
             if self._closes != closes:
                 raise sds.StorageError(f"the reader of {uri} was closed during a read")
@@ -524,11 +555,13 @@ class S3RangeSource:
 #: boto3 sessions of this process, by (profile, region). Making a client from a
 #: session that has made one before skips loading and parsing S3's service
 #: model again, which costs more than a batch of requests to a nearby store.
-_SESSIONS: dict[tuple[str | None, str | None], object] = {}
+_SESSIONS: dict[tuple[str | None, str | None], boto3.Session] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def _make_client(options: S3Options, in_flight: int, timeouts: tuple[float, float]):
+def _make_client(
+    options: S3Options, in_flight: int, timeouts: tuple[float, float]
+) -> tuple[_S3Client, tuple[type[BaseException], ...]]:
     import boto3
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
@@ -554,7 +587,7 @@ def _make_client(options: S3Options, in_flight: int, timeouts: tuple[float, floa
     return client, (ClientError, BotoCoreError)
 
 
-def _read_body(response) -> bytes:
+def _read_body(response: _GetObjectAnswer) -> bytes:
     body = response["Body"]
     try:
         return body.read()
@@ -562,7 +595,7 @@ def _read_body(response) -> bytes:
         body.close()
 
 
-def _content_range(response, length: int) -> tuple[int, int, int]:
+def _content_range(response: _GetObjectAnswer, length: int) -> tuple[int, int, int]:
     """(start, end, object size) of an answer; a 200 without a range is the whole object."""
     header = response.get("ContentRange")
     if not header:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 
@@ -93,7 +94,7 @@ def target_kind(value: object, *, key: str, ordinal: int) -> str:
     raise AssertionError("unreachable")
 
 
-def raise_missing(key: str, ordinal: int, available: Iterable[str] | None = None) -> None:
+def raise_missing(key: str, ordinal: int, available: Iterable[str] | None = None) -> NoReturn:
     from sds_loader.errors import TargetError
 
     hint = f" (its metadata has {sorted(available)})" if available is not None else ""
@@ -102,7 +103,7 @@ def raise_missing(key: str, ordinal: int, available: Iterable[str] | None = None
     )
 
 
-def raise_not_scalar(key: str, ordinal: int, value: object) -> None:
+def raise_not_scalar(key: str, ordinal: int, value: object) -> NoReturn:
     from sds_loader.errors import TargetError
 
     raise TargetError(

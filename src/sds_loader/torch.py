@@ -22,6 +22,7 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from typing import SupportsIndex, cast, overload
 
 import numpy as np
 import torch as _torch
@@ -36,7 +37,7 @@ from sds_loader.samplers import LengthBucketSampler, MixtureSampler, ShardAwareS
 from sds_loader.shared_epoch import SharedEpoch
 from sds_loader.stores import portable
 from sds_loader.torch_buffers import BufferSource, PagePool, PinnedSource, read_tensors
-from sds_loader.torch_ring import DEFAULT_BLOCKS, RingBatch, WorkerRing
+from sds_loader.torch_ring import DEFAULT_BLOCKS, RingBatch, WorkerRing, _Block
 from sds_loader.windows import Window, length_key
 
 __all__ = [
@@ -64,7 +65,7 @@ class Batch(Sequence[dict[str, _torch.Tensor]]):
     __slots__ = ("_tensors", "_length", "_ring_block")
 
     def __init__(
-        self, tensors: Mapping[str, _torch.Tensor], length: int, *, ring_block: object = None
+        self, tensors: Mapping[str, _torch.Tensor], length: int, *, ring_block: _Block | None = None
     ) -> None:
         for name, tensor in tensors.items():
             if tensor.dim() == 0 or tensor.shape[0] != length:
@@ -85,7 +86,13 @@ class Batch(Sequence[dict[str, _torch.Tensor]]):
     def __len__(self) -> int:
         return self._length
 
-    def __getitem__(self, index):  # type: ignore[override]
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> dict[str, _torch.Tensor]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, _torch.Tensor]]: ...
+    def __getitem__(
+        self, index: SupportsIndex | slice
+    ) -> dict[str, _torch.Tensor] | list[dict[str, _torch.Tensor]]:
         if isinstance(index, slice):
             return [self[k] for k in range(*index.indices(self._length))]
         position = operator.index(index)
@@ -134,7 +141,7 @@ def collate(batch: object) -> object:
         if batch._ring_block is not None:
             return RingBatch(batch._tensors, batch._ring_block)
         return batch.tensors
-    return _default_collate(batch)
+    return _default_collate(batch)  # type: ignore[arg-type]  # any sequence of samples
 
 
 class _ProcessLocal:
@@ -337,7 +344,9 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             lambda allocate: reader.read(indices, starts=starts, allocator=allocate), local.source
         )
         tensors = {key: by_source[name] for key, name in self._sources().items() if name in by_source}
-        return Batch(tensors, next(iter(tensors.values())).shape[0], ring_block=ring_block)
+        # A worker's ring (the only source that carries anything) carries its block.
+        block = cast("_Block | None", ring_block)
+        return Batch(tensors, next(iter(tensors.values())).shape[0], ring_block=block)
 
     # -- reading into another's buffers (sds_loader.torch_mixture) ------------
 

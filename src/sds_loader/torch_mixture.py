@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch as _torch
@@ -43,6 +43,7 @@ from sds_loader.torch_ring import DEFAULT_BLOCKS
 
 if TYPE_CHECKING:
     from sds_loader.torch import Batch, SDSTorchDataset
+    from sds_loader.torch_ring import _Block
 
 __all__ = ["Mixture"]
 
@@ -253,7 +254,9 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
             return arrays
 
         tensors, ring_block = read_tensors(read, self._source())
-        return Batch(tensors, count, ring_block=ring_block)
+        # A worker's ring (the only source that carries anything) carries its block.
+        block = cast("_Block | None", ring_block)
+        return Batch(tensors, count, ring_block=block)
 
     #: Grain's batched-read hook for random-access sources is spelled ``_getitems``.
     _getitems = __getitems__

@@ -53,7 +53,7 @@ class CountingProxy:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args) -> None:  # noqa: ANN002 - quiet
+            def log_message(self, format: str, *args: object) -> None:  # quiet
                 pass
 
             def _forward(self) -> None:

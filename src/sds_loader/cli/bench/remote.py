@@ -38,12 +38,16 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import signal_dataset as sds
 
 from sds_loader.cli.bench.counting_proxy import CountingProxy
 from sds_loader.cli.textfmt import rate, size, table
+
+if TYPE_CHECKING:
+    from sds_loader import BatchReader
 
 HEADER = ["method", "records/s", "batch s", "requests/batch", "fetched/record", "x own size", "note"]
 RIGHT = [False, True, True, True, True, True, False]
@@ -85,9 +89,16 @@ def is_remote(path: str | None) -> bool:
 Method = Callable[[np.ndarray], "tuple[int, int] | None"]
 
 
+class _ReaderOptions(TypedDict):
+    """The BatchReader arguments every reader of the bench gets."""
+
+    fields: tuple[str, ...] | None
+    requests_in_flight: int | None
+
+
 def _methods(
-    uri: str, store, warmup: np.ndarray, options: dict
-) -> tuple[list[tuple[str, Method, str]], object]:  # noqa: ANN001
+    uri: str, store: sds.storage.ObjectStore | None, warmup: np.ndarray, options: _ReaderOptions
+) -> tuple[list[tuple[str, Method, str]], BatchReader]:
     """The three methods, each opening its readers with `store` (None: signal_dataset's registry)."""
     from sds_loader import BatchReader
 
@@ -111,7 +122,7 @@ def _methods(
         warm_reader.read(ordinals)
         return warm_reader.stats.fetch_requests - before[0], warm_reader.stats.fetched_bytes - before[1]
 
-    methods = [
+    methods: list[tuple[str, Method, str]] = [
         ("signal_dataset Dataset.__getitems__", signal_dataset_batch, "stages whole shards"),
         ("BatchReader, cold (new reader per batch)", cold_batch, "footers included"),
         ("BatchReader, warm (footers cached)", warm_batch, ""),
@@ -158,7 +169,7 @@ def run(
     count = min(batch_size, len(dataset))
     plan = [np.sort(rng.choice(len(dataset), size=count, replace=False)) for _ in range(batches + 1)]
     warmup, timed = plan[0], plan[1:]
-    options = dict(fields=fields, requests_in_flight=requests_in_flight)
+    options = _ReaderOptions(fields=fields, requests_in_flight=requests_in_flight)
 
     methods, warm_reader = _methods(uri, None, warmup, options)
     # The methods take turns batch by batch, so that load from other work on
@@ -180,10 +191,10 @@ def run(
     if endpoint is not None:
         with CountingProxy(endpoint) as proxy:
             counted_by = f"a counting proxy in front of {endpoint}, on a second pass over the same batches"
+            direct = dataset.object_store
+            assert isinstance(direct, S3ObjectStore)  # _counting_endpoint counts S3 stores only
             store = S3ObjectStore(
-                options=dataclasses.replace(
-                    dataset.object_store.options, endpoint_url=proxy.url, addressing_style="path"
-                )
+                options=dataclasses.replace(direct.options, endpoint_url=proxy.url, addressing_style="path")
             )
             counting, counting_warm = _methods(uri, store, warmup, options)
             for ordinals in timed:
@@ -233,7 +244,7 @@ def run(
     )
 
 
-def _require_native(reader) -> None:
+def _require_native(reader: BatchReader) -> None:
     if reader.stats.native_records == 0:
         raise ValueError(
             f"{reader.uri} is not read natively ({reader.native_unavailable_reason or 'records declined'}); "

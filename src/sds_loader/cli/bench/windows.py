@@ -43,6 +43,8 @@ WINDOW = 4096
 BATCH = 16
 #: The row whose reader hashed every chunk in its untimed warm-up epoch.
 VERIFIED_EARLIER = "BatchReader window, checksums on, chunks verified earlier in this process"
+#: An epoch's batches: (ordinals, window starts) each.
+Batches = list[tuple[np.ndarray, np.ndarray]]
 #: Bump when the captures' content or layout changes.
 VERSION = 1
 VARIANTS: dict[str, str | None] = {"uncompressed": "group_size:1,uncompressed", "zstd": None}
@@ -88,7 +90,7 @@ def ensure(captures: int = CAPTURES, cache: str | None = None) -> dict[str, str]
     return roots
 
 
-def epoch(captures: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def epoch(captures: int, seed: int) -> Batches:
     """Every capture once, shuffled, in batches, each with a random window start."""
     rng = np.random.default_rng(seed)
     order = rng.permutation(captures)
@@ -96,10 +98,10 @@ def epoch(captures: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(order[k : k + BATCH], starts[k : k + BATCH]) for k in range(0, captures, BATCH)]
 
 
-def signal_dataset_slices(root: str) -> Callable[[list], int]:
+def signal_dataset_slices(root: str) -> Callable[[Batches], int]:
     dataset = sds.open(root)
 
-    def run(batches: list) -> int:
+    def run(batches: Batches) -> int:
         for ordinals, starts in batches:
             records = dataset.__getitems__(ordinals.tolist())
             held = [
@@ -112,12 +114,12 @@ def signal_dataset_slices(root: str) -> Callable[[list], int]:
     return run
 
 
-def windows(root: str, *, verify: bool, threads: int) -> Callable[[list], int]:
+def windows(root: str, *, verify: bool, threads: int) -> Callable[[Batches], int]:
     reader = BatchReader(
         root, fields=("samples",), threads=threads, verify_checksums=verify, window=Window("time", WINDOW)
     )
 
-    def run(batches: list) -> int:
+    def run(batches: Batches) -> int:
         for ordinals, starts in batches:
             reader.read(ordinals, starts=starts)
         return sum(len(o) for o, _ in batches)
@@ -125,10 +127,10 @@ def windows(root: str, *, verify: bool, threads: int) -> Callable[[list], int]:
     return run
 
 
-def whole(root: str, *, threads: int) -> Callable[[list], int]:
+def whole(root: str, *, threads: int) -> Callable[[Batches], int]:
     reader = BatchReader(root, fields=("samples",), threads=threads)
 
-    def run(batches: list) -> int:
+    def run(batches: Batches) -> int:
         for ordinals, _ in batches:
             reader.read(ordinals)
         return sum(len(o) for o, _ in batches)
@@ -141,7 +143,7 @@ def whole(root: str, *, threads: int) -> Callable[[list], int]:
 PASS_SECONDS = 0.5
 
 
-def rate(run: Callable[[list], int], epochs: Iterator[list], passes: int) -> float:
+def rate(run: Callable[[Batches], int], epochs: Iterator[Batches], passes: int) -> float:
     """Median records/s over `passes` passes, after one untimed warm-up epoch."""
     run(next(epochs))
     rates = []
@@ -168,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    def epochs(seed: int = 0) -> Iterator[list]:
+    def epochs(seed: int = 0) -> Iterator[Batches]:
         while True:
             yield epoch(args.captures, seed)
             seed += 1
