@@ -216,7 +216,7 @@ namespace {
 // together: a third of a 1 KiB record's time.
 ZSTD_DCtx* ThreadZstdContext() {
   thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> context(ZSTD_createDCtx(),
-                                                                         &ZSTD_freeDCtx);
+                                                                          &ZSTD_freeDCtx);
   if (context == nullptr) throw std::bad_alloc();
   return context.get();
 }
