@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader import sources
+from sds_loader.storage import sources
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ import numpy as np
 from signal_dataset import CorruptDatasetError
 from signal_dataset.storage import ObjectStore
 
-from sds_loader import fallback, sources
 from sds_loader.addressing import ShardTable, native_unavailable_reason, shard_table
 from sds_loader.dataset_root import open_dataset
 from sds_loader.errors import MixedShapesError, SchemaMismatch, UnknownNameError, UnknownTargetError
@@ -22,9 +21,10 @@ from sds_loader.file_budget import default_open_files
 from sds_loader.indices import normalize, normalize_one
 from sds_loader.outputs import Allocator, adopt, allocate
 from sds_loader.record_metadata import MetadataSource, describe_axes
-from sds_loader.remote_readahead import RemoteReadahead
 from sds_loader.schema import FieldSpec, Schema, TargetSpec, target_kind
-from sds_loader.stores import for_root, portable
+from sds_loader.storage import fallback, sources
+from sds_loader.storage.remote_readahead import RemoteReadahead
+from sds_loader.storage.stores import for_root, portable
 from sds_loader.windows import Window, crop_starts, length_key, normalize_starts
 
 #: More threads than this are never started for one read (the native side takes a C int).

@@ -24,11 +24,11 @@ import numpy as np
 import signal_dataset as sds
 from signal_dataset.record.metadata import RecordMetadataCodec
 
-from sds_loader import sources
 from sds_loader.addressing import native_unavailable_reason, shard_table
+from sds_loader.storage import sources
 
 if TYPE_CHECKING:
-    from sds_loader.fallback import FallbackReader
+    from sds_loader.storage.fallback import FallbackReader
 
 
 class FieldLayout(NamedTuple):

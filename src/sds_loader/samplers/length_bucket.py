@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader.fallback import FallbackReader
 from sds_loader.record_metadata import MetadataSource
 from sds_loader.samplers.contract import EpochSampler, positive_int
+from sds_loader.storage.fallback import FallbackReader
 
 #: Records whose metadata is read per request while the sampler learns lengths.
 _LENGTHS_PER_READ = 4096

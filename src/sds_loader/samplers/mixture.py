@@ -25,7 +25,7 @@ both counts instead and keeps the randomness where it helps:
 It is a batch sampler (``DataLoader(mixture, batch_sampler=sampler)``): a
 batch lists member 0's records, then member 1's, and so on, so each
 member's part is one stretch of the batch's tensors, which the member reads
-into directly (see `sds_loader.torch_mixture`). Ranks take whole batches.
+into directly (see `sds_loader.torch.mixture`). Ranks take whole batches.
 A batch split into micro-batches should be split with that order in mind.
 
 Everything that `sds_loader.samplers.contract` promises holds: one order per
@@ -50,7 +50,7 @@ from sds_loader.samplers.contract import EpochSampler, non_negative_int, positiv
 from sds_loader.samplers.shard_aware import ShardAwareSampler
 
 if TYPE_CHECKING:
-    from sds_loader.torch_mixture import Mixture
+    from sds_loader.torch.mixture import Mixture
 
 
 def batch_quotas(weights: np.ndarray, sizes: list[int]) -> np.ndarray:
@@ -110,7 +110,7 @@ class MixtureSampler(EpochSampler[list[int]]):
         runs_mixed: int = 16,
         readahead: int | None = None,
     ) -> None:
-        from sds_loader.torch_mixture import Mixture
+        from sds_loader.torch.mixture import Mixture
 
         if not isinstance(mixture, Mixture):
             raise TypeError(

@@ -16,7 +16,7 @@ time-weighted (harmonic) mean ``1 / sum(share_k / rate_k)``, with the shares
 the epoch actually drew. The mixture's rate is reported as a percentage of
 that. One more reader takes the same batches with their rows shuffled, so
 that each member's rows are scattered through the batch: what reading into
-scratch and moving the rows into place costs (see `sds_loader.torch_mixture`).
+scratch and moving the rows into place costs (see `sds_loader.torch.mixture`).
 
 Every reader reads from a page cache warmed beforehand, after one untimed
 pass (opening shards, starting threads, filling buffer pools). In each timed

@@ -157,7 +157,7 @@ def run(
 ) -> RemoteResult:
     from signal_dataset.storage import S3ObjectStore
 
-    from sds_loader.s3_source import DEFAULT_REQUESTS_IN_FLIGHT
+    from sds_loader.storage.s3_source import DEFAULT_REQUESTS_IN_FLIGHT
 
     dataset = sds.open(uri)
     if len(dataset) == 0:

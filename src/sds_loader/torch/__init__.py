@@ -35,9 +35,9 @@ from sds_loader.errors import UnknownNameError, UnknownTargetError
 from sds_loader.reader import BatchReader
 from sds_loader.samplers import LengthBucketSampler, MixtureSampler, ShardAwareSampler
 from sds_loader.shared_epoch import SharedEpoch
-from sds_loader.stores import portable
-from sds_loader.torch_buffers import BufferSource, PagePool, PinnedSource, read_tensors
-from sds_loader.torch_ring import DEFAULT_BLOCKS, RingBatch, WorkerRing, _Block
+from sds_loader.storage.stores import portable
+from sds_loader.torch.buffers import BufferSource, PagePool, PinnedSource, read_tensors
+from sds_loader.torch.ring import DEFAULT_BLOCKS, RingBatch, WorkerRing, _Block
 from sds_loader.windows import Window, length_key
 
 __all__ = [
@@ -177,7 +177,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
     go to `BatchReader` (a dataset in object storage).
 
     In a worker, batches go into a ring of `worker_blocks` shared-memory
-    blocks (see `sds_loader.torch_ring`), each reused once the main process
+    blocks (see `sds_loader.torch.ring`), each reused once the main process
     has dropped every tensor of its last batch: a worker holds at most that
     many batches' worth of memory beyond what the training loop keeps. 0
     gives every batch a fresh block, as torch does by default.
@@ -348,7 +348,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         block = cast("_Block | None", ring_block)
         return Batch(tensors, next(iter(tensors.values())).shape[0], ring_block=block)
 
-    # -- reading into another's buffers (sds_loader.torch_mixture) ------------
+    # -- reading into another's buffers (sds_loader.torch.mixture) ------------
 
     def _starts(self, reader: BatchReader, indices: Sequence[int] | np.ndarray) -> np.ndarray | None:
         """Each row's window start under this dataset's seed and the shared epoch, or None."""
@@ -484,6 +484,6 @@ def _check_disjoint(fields: Mapping[str, str], targets: Mapping[str, str]) -> No
         raise ValueError("select at least one field or target")
 
 
-# Last, so that sds_loader.torch_mixture, which needs this module's classes at
+# Last, so that sds_loader.torch.mixture, which needs this module's classes at
 # call time only, can be imported from here without a cycle.
-from sds_loader.torch_mixture import Mixture  # noqa: E402
+from sds_loader.torch.mixture import Mixture  # noqa: E402

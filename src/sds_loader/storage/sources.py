@@ -1,0 +1,64 @@
+"""Where the native core reads a dataset's shards from: local files or object storage.
+
+signal_dataset resolves every shard to a URI (`read_instructions`); this module
+only decides, from those URIs and the store the dataset was opened with, which
+byte source the native core gets. Local paths need none (the core maps them,
+or reads them with `preadv` when they are not in the page cache). `s3://`
+shards get an `S3RangeSource` built from the settings of signal_dataset's own
+S3 store (endpoint, region, profile, addressing style, attempts), so a dataset
+reads from the same place, with the same credentials, as `signal_dataset.open`
+would. Anything else stays with signal_dataset's
+reader, and the reason says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import signal_dataset as sds
+from signal_dataset.storage import S3ObjectStore
+
+from sds_loader.storage.s3_source import DEFAULT_REQUESTS_IN_FLIGHT, S3RangeSource
+
+
+def _scheme(uri: str) -> str:
+    scheme, separator, _ = uri.partition("://")
+    return scheme if separator and scheme != "file" else ""
+
+
+def is_remote(uri: str) -> bool:
+    """Whether `uri` names object storage (or anything else not a local path)."""
+    return _scheme(uri) != ""
+
+
+def unavailable_reason(dataset: sds.Dataset, uris: Sequence[str]) -> str | None:
+    """Why the native core cannot fetch these shards of `dataset`, or None if it can."""
+    schemes = {_scheme(uri) for uri in uris} or {_scheme(dataset.root)}
+    if schemes == {""}:
+        return None
+    if schemes == {"s3"}:
+        if isinstance(dataset.object_store, S3ObjectStore):
+            return None
+        return (
+            f"the dataset's store is a {type(dataset.object_store).__name__}, not signal_dataset's "
+            "S3ObjectStore, so its settings are unknown to the native reader"
+        )
+    if len(schemes) > 1:
+        return f"its shards live in several stores ({', '.join(sorted(s or 'local' for s in schemes))})"
+    (scheme,) = schemes
+    return f"{scheme}:// shards are read by signal_dataset; the native reader fetches local and s3:// shards"
+
+
+def for_shards(
+    dataset: sds.Dataset, uris: Sequence[str], *, requests_in_flight: int | None = None
+) -> S3RangeSource | None:
+    """The byte source for `uris` (None: local files); call only when `unavailable_reason` is None."""
+    if all(_scheme(uri) == "" for uri in uris):
+        return None
+    store = dataset.object_store
+    assert isinstance(store, S3ObjectStore)
+    return S3RangeSource(
+        uris,
+        store.options,
+        requests_in_flight=DEFAULT_REQUESTS_IN_FLIGHT if requests_in_flight is None else requests_in_flight,
+    )
