@@ -79,7 +79,11 @@ def test_builtin_run_says_where_it_caches_and_logs_whole_lines(capsys, tmp_path,
     cache = os.fspath(tmp_path / "cache")
     assert main(["bench", "--cache-dir", cache, "--batch-size", "4", "--batches", "2"]) == 0
     captured = capsys.readouterr()
-    assert f"writing the built-in dataset (2 x 12 captures, about 1.57 MB) to {cache}, once" in captured.err
+    # Two variants of 12 captures of 64 KiB, and 16 short records of 1 KiB for each capture.
+    assert (
+        f"writing the built-in dataset (zstd, uncompressed, short-zstd: about 1.77 MB) to {cache}, once"
+        in (captured.err)
+    )
     assert "--cache-dir or $SDS_LOADER_CACHE_DIR puts it elsewhere" in captured.err
     # stderr is not a terminal here: whole lines, no carriage-return bars.
     assert "\r" not in captured.err
