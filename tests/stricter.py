@@ -18,6 +18,7 @@ import sds_loader
 STRICTER = {
     "a chunk's record-size table is checked whole": re.compile(
         r"record sizes claim \d+ bytes for \d+ records|record sizes \(\w+\) decompresses to the wrong length"
+        r"|record sizes \(\w+\) declare \d+ decoded bytes, but their \d+ compressed bytes can yield at most"
     ),
 }
 

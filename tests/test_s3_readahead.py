@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
+from native_required import _native  # noqa: E402, F401
 from s3_fixtures import endpoint_options, s3_dataset, s3_server  # noqa: F401
 from s3_server import FaultProxy
 from sds_factory import assert_batch
@@ -20,8 +20,6 @@ from signal_dataset import RetryPolicy
 from signal_dataset.storage import S3ObjectStore
 
 import sds_loader
-
-pytest.importorskip("sds_loader._native")
 
 ALL = list(range(48))
 

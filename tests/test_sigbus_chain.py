@@ -28,9 +28,8 @@ import textwrap
 from functools import partial
 
 import pytest
+from native_required import _native  # noqa: E402, F401
 from sds_factory import capture, write_dataset
-
-pytest.importorskip("sds_loader._native")
 
 DUMP = "Fatal Python error: Bus error"
 C_MARK = "C handler ran"

@@ -88,12 +88,21 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size, std::vector
   out->compression = head.compression;
 
   // The sizes buffer: num_records varints, compressed like the values.
+  // Read in place when the sizes lie in one piece (a chunk read with its
+  // block headers set aside always is); gathered only when a block header
+  // splits them. A chunk of one short record must not pay an allocation here.
   Pieces sizes_pieces;
   SliceOfPieces(data, head.sizes_begin, head.sizes_size, &sizes_pieces);
-  std::vector<uint8_t> compressed_sizes(static_cast<size_t>(head.sizes_size));
-  CopyFromPieces(sizes_pieces, 0, head.sizes_size, compressed_sizes.data());
-  const uint8_t* sizes_begin = compressed_sizes.data();
-  const uint8_t* sizes_end = sizes_begin + compressed_sizes.size();
+  std::vector<uint8_t> gathered_sizes;
+  const uint8_t* sizes_begin;
+  if (sizes_pieces.spans.size() == 1) {
+    sizes_begin = sizes_pieces.spans[0].data;
+  } else {
+    gathered_sizes.resize(static_cast<size_t>(head.sizes_size));
+    CopyFromPieces(sizes_pieces, 0, head.sizes_size, gathered_sizes.data());
+    sizes_begin = gathered_sizes.data();
+  }
+  const uint8_t* sizes_end = sizes_begin + head.sizes_size;
   if (head.compression != kNoCompression) {
     uint64_t decoded_sizes_size;
     const uint8_t* p = sizes_begin;
