@@ -36,14 +36,12 @@ from signal_dataset.annotation import SafeTensorsAnnotationCodec
 from signal_dataset.storage.paths import join_uri
 
 from sds_loader import sources
-from sds_loader.addressing import ShardTable, shard_table
+from sds_loader.addressing import ShardTable
 from sds_loader.errors import MixedShapesError, SchemaMismatch
+from sds_loader.labels import MetadataShards
 
 #: Status codes of `<set>.status`, in signal_dataset's order.
 STATUS_CODES = {"success": 0, "skipped": 1, "failed": 2}
-
-_SCALAR = (bool, int, float, np.bool_, np.integer, np.floating)
-
 
 @dataclass(frozen=True)
 class Annotations:
@@ -164,18 +162,16 @@ class AnnotationSource:
     against. Shards are opened on first use and kept, as data shards are.
     """
 
-    def __init__(self, dataset: sds.Dataset, *, verify_checksums: bool, max_open_files: int) -> None:
-        from sds_loader import _native
-
+    def __init__(
+        self, dataset: sds.Dataset, metadata: MetadataShards, *, verify_checksums: bool, max_open_files: int
+    ) -> None:
         self._dataset = dataset
         self._verify = verify_checksums
         self._max_open_files = max_open_files
         self._sets: dict[str, _SetState] = {}
-        self._meta_table = shard_table(dataset, metadata=True)
-        self._meta_source = sources.for_shards(dataset, self._meta_table.paths)
-        self._meta_native = _native.ShardSet(
-            list(self._meta_table.paths), verify_checksums, max_open_files, source=self._meta_source
-        )
+        self._meta_table = metadata.table
+        self._meta_source = metadata.source
+        self._meta_native = metadata.native
 
     def _set(self, name: str) -> _SetState:
         state = self._sets.get(name)
@@ -339,8 +335,6 @@ class AnnotationSource:
         for state in self._sets.values():
             if state.source is not None:
                 state.source.close()
-        if self._meta_source is not None:
-            self._meta_source.close()
 
 
 def _thaw(value: Any) -> Any:
