@@ -2,25 +2,121 @@
 
 #include <optional>
 
+#include "json_events.h"
 #include "reader_error.h"
 #include "record_bytes.h"
 #include "record_decoder.h"
 #include "run_decoder.h"
 #include "safetensors_header.h"
-#include "strict_json.h"
 
 namespace sdsl {
 namespace {
 
-using nlohmann::json;
+// The few values a row's identity and status need, picked out of a JSON
+// document as its events stream past: the top-level "id", and "source_index",
+// "status" and "empty_fields" of metadata.annotation. Building a document for
+// them cost more than reading the row (nlohmann's lexer spends about 90
+// instructions a byte); the descriptor as a whole is checked by
+// DescribeRecord, with the same rules as a data record's.
+class RowFacts {
+ public:
+  enum Kind { kAbsent, kString, kUnsigned, kOtherNumber, kBool, kOther };
+  struct Value {
+    Kind kind = kAbsent;
+    std::string text;
+    uint64_t number = 0;
+    bool flag = false;
+  };
+  Value id, source_index, status, empty_fields;
+  bool annotation_object = false;
+
+  void Restart() { *this = RowFacts(); }
+  bool null() { return Scalar(kOther, nullptr, 0, false); }
+  bool boolean(bool value) { return Scalar(kBool, nullptr, 0, value); }
+  bool number_integer(int64_t) { return Scalar(kOtherNumber, nullptr, 0, false); }
+  bool number_unsigned(uint64_t value) { return Scalar(kUnsigned, nullptr, value, false); }
+  bool number_float(double, const std::string&) { return Scalar(kOtherNumber, nullptr, 0, false); }
+  bool number_big_integer(double, const std::string&) {
+    return Scalar(kOtherNumber, nullptr, 0, false);
+  }
+  bool string(std::string& value) { return Scalar(kString, &value, 0, false); }
+  bool key(std::string& value) {
+    if (depth_ >= 1 && depth_ <= kTracked) keys_[depth_ - 1] = value;
+    return true;
+  }
+  bool start_object(std::size_t) {
+    Value* slot = Slot();
+    if (slot != nullptr) Set(slot, kOther, nullptr, 0, false);
+    if (depth_ == 2 && keys_[0] == "metadata" && keys_[1] == "annotation") {
+      if (annotation_object) Corrupt("the descriptor holds two \"annotation\" objects");
+      annotation_object = true;
+    }
+    return Enter(false);
+  }
+  bool end_object() { return Leave(); }
+  bool start_array(std::size_t) {
+    Value* slot = Slot();
+    if (slot != nullptr) Set(slot, kOther, nullptr, 0, false);
+    return Enter(true);
+  }
+  bool end_array() { return Leave(); }
+
+ private:
+  static constexpr int kTracked = 3;
+
+  bool Enter(bool array) {
+    ++depth_;
+    if (depth_ <= kTracked) keys_[depth_ - 1].clear();
+    if (depth_ <= kTracked) in_array_[depth_ - 1] = array;
+    return true;
+  }
+  bool Leave() {
+    --depth_;
+    return true;
+  }
+  // The value the current position names, or null.
+  Value* Slot() {
+    for (int d = 0; d < depth_ && d < kTracked; ++d) {
+      if (in_array_[d]) return nullptr;
+    }
+    if (depth_ == 1 && keys_[0] == "id") return &id;
+    if (depth_ == 3 && keys_[0] == "metadata" && keys_[1] == "annotation") {
+      if (keys_[2] == "source_index") return &source_index;
+      if (keys_[2] == "status") return &status;
+      if (keys_[2] == "empty_fields") return &empty_fields;
+    }
+    return nullptr;
+  }
+  bool Scalar(Kind kind, const std::string* text, uint64_t number, bool flag) {
+    Value* slot = Slot();
+    if (slot != nullptr) Set(slot, kind, text, number, flag);
+    return true;
+  }
+  static void Set(Value* slot, Kind kind, const std::string* text, uint64_t number, bool flag) {
+    if (slot->kind != kAbsent) Corrupt("a JSON object holds one key twice");
+    slot->kind = kind;
+    if (text != nullptr) slot->text = *text;
+    slot->number = number;
+    slot->flag = flag;
+  }
+
+  int depth_ = 0;
+  std::string keys_[kTracked];
+  bool in_array_[kTracked] = {false, false, false};
+};
+
+void ParseFacts(const uint8_t* text, size_t size, const char* what, RowFacts* facts) {
+  facts->Restart();
+  ParseJsonEvents(text, size, facts, what);
+}
 
 // A batch's items are kept in memory twice at most (here and in the arrays
 // the binding returns); past this, a batch is not a batch.
 constexpr uint64_t kMaxAnnotationBatchBytes = uint64_t{1} << 38;
 
-uint8_t StatusCode(const json& status) {
-  if (!status.is_string()) Corrupt("annotation status must be a string");
-  const std::string& text = status.get_ref<const std::string&>();
+uint8_t StatusCode(const RowFacts::Value& status) {
+  if (status.kind != RowFacts::kString) Corrupt("annotation status must be a string");
+  const std::string& text = status.text;
   if (text == "success") return 0;
   if (text == "skipped") return 1;
   if (text == "failed") return 2;
@@ -38,13 +134,11 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
 }
 
 // The id a metadata-shard record (compact JSON, no tensors) names.
-std::string MetadataId(const std::string& payload) {
-  const json document = ParseStrictJson(reinterpret_cast<const uint8_t*>(payload.data()),
-                                        payload.size(), "record metadata");
-  if (!document.is_object()) Corrupt("record metadata must be a JSON object");
-  const auto id = document.find("id");
-  if (id == document.end() || !id->is_string()) Corrupt("record metadata has no string id");
-  return id->get<std::string>();
+std::string MetadataId(const std::string& payload, RowFacts* facts) {
+  ParseFacts(reinterpret_cast<const uint8_t*>(payload.data()), payload.size(), "record metadata",
+             facts);
+  if (facts->id.kind != RowFacts::kString) Corrupt("record metadata has no string id");
+  return facts->id.text;
 }
 
 // Appends one row's tensor for `field` (or nothing), fixing the field's
@@ -100,6 +194,7 @@ AnnotationBatch ReadAnnotationRows(ShardSet& rows, ShardSet& metadata, bool veri
     batch.fields[f].counts.reserve(count);
   }
   RecordScratch scratch;
+  RowFacts facts;
   uint64_t total = 0;
   for (size_t k = 0; k < count; ++k) {
     const int64_t ordinal = ordinals[k];
@@ -118,37 +213,34 @@ AnnotationBatch ReadAnnotationRows(ShardSet& rows, ShardSet& metadata, bool veri
       const std::string& payload = *payloads[k];
       const uint8_t* record = reinterpret_cast<const uint8_t*>(payload.data());
       const ByteSpan descriptor = DescribeRecord(record, payload.size(), &scratch);
-      const json document = ParseStrictJson(descriptor.data, descriptor.size, "descriptor");
-      const json& metadata_object = document.at("metadata");
-      const auto annotation = metadata_object.find("annotation");
-      if (annotation == metadata_object.end() || !annotation->is_object()) {
+      ParseFacts(descriptor.data, descriptor.size, "descriptor", &facts);
+      if (!facts.annotation_object) {
         Corrupt("the descriptor's metadata holds no \"annotation\" object; this is not a row "
                 "of an annotation set");
       }
-      const auto index = annotation->find("source_index");
-      if (index == annotation->end() || !(index->is_number_integer())) {
+      const RowFacts::Value& index = facts.source_index;
+      if (index.kind != RowFacts::kUnsigned && index.kind != RowFacts::kOtherNumber) {
         Corrupt("annotation source_index must be an integer");
       }
-      if (!index->is_number_unsigned() || index->get<uint64_t>() != static_cast<uint64_t>(ordinal)) {
+      if (index.kind != RowFacts::kUnsigned || index.number != static_cast<uint64_t>(ordinal)) {
         Corrupt("annotation row identity does not match source ordinal: the row says source_index " +
-                index->dump() + ", the dataset reads it as record " + std::to_string(ordinal));
+                (index.kind == RowFacts::kUnsigned ? std::to_string(index.number)
+                                                   : std::string("that is not a non-negative integer")) +
+                ", the dataset reads it as record " + std::to_string(ordinal));
       }
-      const auto status = annotation->find("status");
-      if (status == annotation->end()) Corrupt("annotation status must be a string");
-      batch.status[k] = StatusCode(*status);
-      const auto empty = annotation->find("empty_fields");
-      if (empty == annotation->end() || !empty->is_boolean()) {
+      batch.status[k] = StatusCode(facts.status);
+      if (facts.empty_fields.kind != RowFacts::kBool) {
         Corrupt("annotation empty_fields must be boolean");
       }
-      const auto id = document.find("id");
-      if (id == document.end() || !id->is_string()) Corrupt("the descriptor has no string id");
-      batch.ids[k] = id->get<std::string>();
-      const std::string expected = MetadataId(*sources[k]);
+      const bool empty_fields = facts.empty_fields.flag;
+      if (facts.id.kind != RowFacts::kString) Corrupt("the descriptor has no string id");
+      batch.ids[k] = std::move(facts.id.text);
+      const std::string expected = MetadataId(*sources[k], &facts);
       if (batch.ids[k] != expected) {
         Corrupt("annotation row identity does not match source ordinal: the row's id is \"" +
                 batch.ids[k] + "\", the record's is \"" + expected + "\"");
       }
-      if (batch.status[k] != 0 || empty->get<bool>()) continue;
+      if (batch.status[k] != 0 || empty_fields) continue;
       const uint8_t* data = record + 8 + scratch.header.size();
       for (AnnotationField& field : batch.fields) {
         const std::string* key = scratch.described.TensorOf(field.name);
@@ -157,8 +249,6 @@ AnnotationBatch ReadAnnotationRows(ShardSet& rows, ShardSet& metadata, bool veri
         if (tensor == nullptr) Corrupt("descriptor names tensor \"" + *key + "\", which is absent");
         AppendItems(*tensor, data, ordinal, &field, &total);
       }
-    } catch (const json::exception& error) {
-      throw ReaderError(ErrorKind::kCorrupt, context() + ": invalid annotation row: " + error.what());
     } catch (const ReaderError& error) {
       if (error.kind() == ErrorKind::kSchemaMismatch || error.kind() == ErrorKind::kArgument) throw;
       throw ReaderError(error.kind(), context() + ": " + error.what(), error.os_error());
