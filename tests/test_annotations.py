@@ -88,11 +88,11 @@ def uniform(tmp_path_factory: pytest.TempPathFactory) -> str:
 
     root = str(tmp_path_factory.mktemp("uniform") / "captures.sds")
     original = annotation_factory.record_length
-    annotation_factory.record_length = lambda ordinal: 500  # type: ignore[assignment]
+    annotation_factory.record_length = lambda ordinal: 500
     try:
         write_annotated(root)
     finally:
-        annotation_factory.record_length = original  # type: ignore[assignment]
+        annotation_factory.record_length = original
     return root
 
 

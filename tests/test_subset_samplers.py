@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 from annotation_factory import record_length, write_annotated
@@ -30,7 +32,7 @@ class Recording(SDSTorchDataset):
 
     announced: list[int]
 
-    def will_need(self, indices):  # type: ignore[no-untyped-def, override]
+    def will_need(self, indices: Sequence[int]) -> int:
         self.announced = getattr(self, "announced", []) + [int(i) for i in indices]
         return super().will_need(indices)
 

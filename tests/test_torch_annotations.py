@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+from typing import Any
 
 import numpy as np
 import pytest
@@ -38,7 +39,7 @@ def expected(root: str, indices: list[int], starts: np.ndarray) -> dict[str, np.
     return reader.read(indices, starts=starts)
 
 
-def check(batch: dict[str, object], want: dict[str, np.ndarray]) -> None:
+def check(batch: dict[str, Any], want: dict[str, np.ndarray]) -> None:
     assert isinstance(batch["inputs"], torch.Tensor)
     assert batch["inputs"].numpy().tobytes() == want["samples"].tobytes()
     assert batch["target"].tolist() == want["modulation"].tolist()

@@ -446,7 +446,7 @@ class BatchReader:
                 raise MixedShapesError(f"{again}; batch layout {schema.describe()}") from None
         self._schema = schema
         self.stats.batches += 1
-        self._add_extras(arrays, ordinals, starts, window_length)
+        self._add_extras(arrays, ordinals, None if starts is None else np.asarray(starts), window_length)
         return arrays
 
     def will_need(self, indices: Iterable[int] | np.ndarray) -> int:
