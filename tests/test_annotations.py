@@ -373,3 +373,17 @@ def test_a_row_naming_another_record_id_fails_the_identity_check(annotated: str,
         sds.open(os.fspath(root)).annotations["bursts"][0]  # ...and refuses a row
     with pytest.raises(sds.CorruptDatasetError, match=r"record 0 .*id is \"capture-0000\", the record's is \"other-0000\""):
         BatchReader(os.fspath(root), fields=("samples",), annotations=[Annotations("bursts", FIELDS)])
+
+
+def test_one_record_and_an_empty_batch_carry_the_set(uniform: str) -> None:
+    reference = sds.open(uniform)
+    reader = BatchReader(uniform, annotations=[Annotations("bursts", FIELDS)], extras=("id",))
+    for ordinal in (2, 5, 16):
+        row = reader[ordinal]
+        want = expected_items(reference.annotations["bursts"], ordinal, "intervals")
+        assert row["bursts.intervals"].tobytes() == (b"" if want is None else want.tobytes())
+        assert "bursts.offsets" not in row and row["id"] == reference.record_metadata[ordinal].id
+        assert row["samples"].shape == (500,)
+    empty = reader.read([])
+    assert empty["bursts.offsets"].tolist() == [0] and empty["bursts.intervals"].shape == (0, 2)
+    assert empty["bursts.status"].shape == (0,) and empty["id"].shape == (0,)

@@ -356,10 +356,26 @@ class BatchReader:
         )
 
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        """One record's selected fields and targets, without the batch axis."""
+        """One record's selected fields and targets, without the batch axis.
+
+        A ragged annotation field is the record's items whole (its offsets are
+        left out), and ``id`` the record's id.
+        """
         ordinal = normalize_one(index, len(self))
-        if self._window is not None:
-            return {name: array[0] for name, array in self.read([ordinal]).items()}
+        if self._window is not None or self._annotation_specs or self._label_keys or self._extras:
+            batch = self.read([ordinal])
+            ragged = {
+                key
+                for spec in self._annotation_specs
+                if spec.max_items is None
+                for key in spec.keys()
+                if not key.endswith(".status")
+            }
+            return {
+                name: array if name in ragged else array[0]
+                for name, array in batch.items()
+                if not name.endswith(".offsets") or name not in ragged
+            }
         schema = self._probe(ordinal)
         arrays = allocate(schema, 1)
         try:
@@ -431,6 +447,7 @@ class BatchReader:
 
         arrays = buffers(schema)
         if ordinals.size == 0:
+            self._add_extras(arrays, ordinals, None if starts is None else np.asarray(starts), window_length)
             return arrays
         try:
             self._read_into(ordinals, schema, arrays, starts)
