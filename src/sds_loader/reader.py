@@ -548,16 +548,25 @@ class BatchReader:
             if len(set(names)) != len(names):
                 raise ValueError(f"labels[{key!r}] names a class more than once: {list(names)}")
             given[key] = names
-        strings = set(given)
-        numeric = [key for key in self._targets if key not in given]
-        state = self._process()
-        if numeric and len(state.dataset) and state.native_reason is None:
-            first = state.metadata_shards.documents(np.zeros(1, dtype=np.int64))[0].get("metadata", {})
-            strings |= {key for key in numeric if isinstance(first.get(key), str)}
-        self._label_keys = tuple(key for key in self._targets if key in strings)
-        self._targets = tuple(key for key in self._targets if key not in strings)
-        for key in self._label_keys:
-            self._classes[key] = given[key] if key in given else state.metadata_shards.distinct(key, len(self))
+        self._promote_labels(given, given)
+
+    def _promote_labels(self, keys: Iterable[str], given: Mapping[str, tuple[str, ...]]) -> None:
+        """Read `keys` as class labels instead of numeric targets, learning classes not given.
+
+        Keys whose values are strings are found in the record the reader
+        probes for its layout (record 0, when the reader is made), so that a
+        reader of numeric targets reads nothing more than before.
+        """
+        promoted = [key for key in self._targets if key in set(keys)]
+        if not promoted:
+            return
+        self._label_keys = (*self._label_keys, *promoted)
+        self._targets = tuple(key for key in self._targets if key not in promoted)
+        for key in promoted:
+            if key in given:
+                self._classes[key] = given[key]
+            else:
+                self._classes[key] = self._process().metadata_shards.distinct(key, len(self))
 
     def _check_annotations(self) -> None:
         """Sets and fields named by annotations= exist, checked here rather than in a worker."""
@@ -749,6 +758,7 @@ class BatchReader:
         else:
             available, metadata = state.fallback.probe(ordinal)
         fields = self._select(available, ordinal)
+        self._promote_labels([key for key in self._targets if isinstance(metadata.get(key), str)], {})
         clash = sorted({spec.name for spec in fields} & set(self._targets))
         if clash:
             raise ValueError(
