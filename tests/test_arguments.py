@@ -332,11 +332,18 @@ def target_dataset(tmp_path_factory) -> str:
     return os.fspath(root)
 
 
-@pytest.mark.parametrize("key", ["absent", "listed", "named", "nested", "nothing"])
+@pytest.mark.parametrize("key", ["absent", "listed", "nested", "nothing"])
 def test_bad_target_raises_target_error(target_dataset, key):
     assert issubclass(sds_loader.TargetError, ValueError)
     with pytest.raises(sds_loader.TargetError, match=key):
         sds_loader.BatchReader(target_dataset, targets=("label", key)).read([1, 2])
+
+
+def test_a_string_target_is_a_class_index(target_dataset):
+    # Strings are class labels: indices into the sorted values the dataset holds.
+    reader = sds_loader.BatchReader(target_dataset, targets=("label", "named"))
+    assert reader.labels == {"named": tuple(f"n{i}" for i in range(6))}
+    assert reader.read([1, 2])["named"].tolist() == [1, 2]
 
 
 @pytest.mark.parametrize("indices", [[0, 4], [1, 2, 5, 0], [5]])

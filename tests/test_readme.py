@@ -62,6 +62,18 @@ def test_every_python_block_runs(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    # Other datasets the python blocks read (`sds-loader synth bursts.sds --bursts`, say).
+    for _, text in blocks("bash"):
+        if text.startswith("sds-loader synth ") and "captures.sds" not in text:
+            done = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", text],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
 
     python = blocks("python")
     assert python, "the README has no python blocks"

@@ -18,6 +18,8 @@ using Int64Array =
 void BindShardSet(pybind11::module_& m);
 // Shard inspection (summary, verify) and the bench's bounds.
 void BindShardTools(pybind11::module_& m);
+// Annotation rows, read in batches beside their records.
+void BindAnnotationRows(pybind11::module_& m);
 
 }  // namespace sdsl_python
 

@@ -11,4 +11,5 @@ PYBIND11_MODULE(_native, m) {
   pybind11::register_exception_translator(&sdsl_python::TranslateReaderError);
   sdsl_python::BindShardSet(m);
   sdsl_python::BindShardTools(m);
+  sdsl_python::BindAnnotationRows(m);
 }

@@ -1,12 +1,14 @@
 """sds-loader: batches of signal_dataset records, read natively into model buffers."""
 
 from sds_loader._version import __version__ as __version__
+from sds_loader.annotations import Annotations
 from sds_loader.dataset_root import DatasetNotFoundError
 from sds_loader.errors import CorruptShardError, MixedShapesError, TargetError, UnknownNameError
 from sds_loader.reader import BatchReader, ReadStats
 from sds_loader.windows import Window
 
 __all__ = [
+    "Annotations",
     "BatchReader",
     "CorruptShardError",
     "DatasetNotFoundError",

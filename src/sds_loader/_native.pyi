@@ -102,6 +102,21 @@ def record_bytes(
     shard_set: ShardSet, verify: bool, files: npt.ArrayLike, records: npt.ArrayLike
 ) -> list[bytes | None]: ...
 def hint_records(shard_set: ShardSet, files: npt.ArrayLike, records: npt.ArrayLike) -> int: ...
+def annotation_rows(
+    rows: ShardSet,
+    metadata: ShardSet,
+    verify: bool,
+    row_files: npt.ArrayLike,
+    row_records: npt.ArrayLike,
+    meta_files: npt.ArrayLike,
+    meta_records: npt.ArrayLike,
+    ordinals: npt.ArrayLike,
+    fields: Sequence[str],
+) -> tuple[
+    npt.NDArray[np.uint8],
+    list[str],
+    list[tuple[str, tuple[int, ...], npt.NDArray[np.uint8], npt.NDArray[np.int64]]],
+]: ...
 def shard_summary(path: str) -> _ShardSummary: ...
 def verify_shard(path: str) -> list[_ShardProblem]: ...
 def chunk_payloads(path: str, records: Sequence[int]) -> list[tuple[str, bytes, int]]: ...

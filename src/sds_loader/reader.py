@@ -15,10 +15,12 @@ from signal_dataset import CorruptDatasetError
 from signal_dataset.storage import ObjectStore
 
 from sds_loader.addressing import ShardTable, native_unavailable_reason, shard_table
+from sds_loader.annotations import Annotations, AnnotationSource, assemble
 from sds_loader.dataset_root import open_dataset
 from sds_loader.errors import MixedShapesError, SchemaMismatch, UnknownNameError, UnknownTargetError
 from sds_loader.file_budget import default_open_files
 from sds_loader.indices import normalize, normalize_one
+from sds_loader.labels import MetadataShards, class_indices
 from sds_loader.outputs import Allocator, adopt, allocate
 from sds_loader.record_metadata import MetadataSource, describe_axes
 from sds_loader.schema import FieldSpec, Schema, TargetSpec, target_kind
@@ -112,6 +114,7 @@ class _ProcessState:
                 list(self.table.paths), verify_checksums, min(max_open_files, 1 << 32), source=self.source
             )
         self._verify = verify_checksums
+        self._max_open_files = max_open_files
         self._metadata: MetadataSource | None = None
         #: The source's counters as last added to the reader's stats.
         self.counted = (0, 0)
@@ -125,6 +128,8 @@ class _ProcessState:
     def readahead(self) -> RemoteReadahead:
         assert self._readahead is not None, "only a reader of object storage reads ahead remotely"
         return self._readahead
+        self._metadata_shards: MetadataShards | None = None
+        self._annotations: AnnotationSource | None = None
 
     @property
     def metadata(self) -> MetadataSource:
@@ -132,6 +137,32 @@ class _ProcessState:
         if self._metadata is None:
             self._metadata = MetadataSource(self.dataset, self.fallback, verify_checksums=self._verify)
         return self._metadata
+
+    @property
+    def metadata_shards(self) -> MetadataShards:
+        """The metadata shards as documents and columns, opened on first use."""
+        if self._metadata_shards is None:
+            if self.native_reason is not None:
+                raise NotImplementedError(
+                    f"metadata columns, labels, ids and annotations are read natively, and this "
+                    f"dataset is not: {self.native_reason}"
+                )
+            self._metadata_shards = MetadataShards(
+                self.dataset, verify_checksums=self._verify, max_open_files=self._max_open_files
+            )
+        return self._metadata_shards
+
+    @property
+    def annotations(self) -> AnnotationSource:
+        """The dataset's annotation sets, opened on first use."""
+        if self._annotations is None:
+            self._annotations = AnnotationSource(
+                self.dataset,
+                self.metadata_shards,
+                verify_checksums=self._verify,
+                max_open_files=self._max_open_files,
+            )
+        return self._annotations
 
     def fetched(self) -> tuple[int, int]:
         """(requests, bytes) this process has fetched from object storage so far."""
@@ -145,6 +176,10 @@ class _ProcessState:
             self._readahead.close()
         if self.source is not None:
             self.source.close()
+        if self._annotations is not None:
+            self._annotations.close()
+        if self._metadata_shards is not None:
+            self._metadata_shards.close()
         self.fallback.close()
 
 
@@ -210,6 +245,9 @@ class BatchReader:
         object_store: ObjectStore | None = None,
         window: Window | None = None,
         requests_in_flight: int | None = None,
+        annotations: Sequence[Annotations] = (),
+        extras: Sequence[str] = (),
+        labels: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         if not isinstance(uri, str | os.PathLike):
             raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
@@ -245,7 +283,13 @@ class BatchReader:
         _READERS.add(self)
         self._state: _ProcessState | None = None
         self.stats = ReadStats()
+        self._annotation_specs = _annotation_specs(annotations)
+        self._extras = _extras(extras, window)
+        self._classes: dict[str, tuple[str, ...]] = {}
+        self._label_keys: tuple[str, ...] = ()
+        self._split_label_targets(labels)
         self._check_names()
+        self._check_annotations()
 
     def _check_names(self) -> None:
         """Check fields= and targets= against record 0, so a typo fails here, not in a worker.
@@ -379,10 +423,26 @@ class BatchReader:
         )
 
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        """One record's selected fields and targets, without the batch axis."""
+        """One record's selected fields and targets, without the batch axis.
+
+        A ragged annotation field is the record's items whole (its offsets are
+        left out), and ``id`` the record's id.
+        """
         ordinal = normalize_one(index, len(self))
-        if self._window is not None:
-            return {name: array[0] for name, array in self.read([ordinal]).items()}
+        if self._window is not None or self._annotation_specs or self._label_keys or self._extras:
+            batch = self.read([ordinal])
+            ragged = {
+                key
+                for spec in self._annotation_specs
+                if spec.max_items is None
+                for key in spec.keys()
+                if not key.endswith(".status")
+            }
+            return {
+                name: array if name in ragged else array[0]
+                for name, array in batch.items()
+                if not name.endswith(".offsets") or name not in ragged
+            }
         schema = self._probe(ordinal)
         arrays = allocate(schema, 1)
         try:
@@ -454,6 +514,7 @@ class BatchReader:
 
         arrays = buffers(schema)
         if ordinals.size == 0:
+            self._add_extras(arrays, ordinals, None if starts is None else np.asarray(starts), window_length)
             return arrays
         try:
             self._read_into(ordinals, schema, arrays, row_starts)
@@ -469,6 +530,7 @@ class BatchReader:
                 raise MixedShapesError(f"{again}; batch layout {schema.describe()}") from None
         self._schema = schema
         self.stats._add(batches=1)
+        self._add_extras(arrays, ordinals, None if starts is None else np.asarray(starts), window_length)
         return arrays
 
     def will_need(self, indices: Iterable[int] | np.ndarray) -> int:
@@ -526,7 +588,131 @@ class BatchReader:
             raise ValueError("this reader has no window; make it with window=sds_loader.Window(...)")
         return self._crop(normalize(indices, len(self)), seed=seed, epoch=epoch)
 
+    @property
+    def labels(self) -> Mapping[str, tuple[str, ...]]:
+        """The class names behind each string target, in index order."""
+        return dict(self._classes)
+
+    def metadata(self, indices: Iterable[int] | np.ndarray, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """One array per metadata key over `indices`, from the metadata shards in one native read.
+
+        bool, int64, float64 (integers mixed with floats), or an object array
+        of str; ``np.flatnonzero(cols["split"] == "train")`` is a split. No data
+        record is read. A missing key or a value of another kind raises
+        `TargetError` naming the record.
+        """
+        ordinals = normalize(indices, len(self))
+        return self._process().metadata_shards.columns(ordinals, _names("keys", keys))
+
+    def annotation_values(self, indices: Iterable[int] | np.ndarray, name: str) -> list[dict[str, object]]:
+        """Each row's ``status``, JSON ``values``, ``provenance`` and ``detail_status`` in set `name`.
+
+        Decoded by signal_dataset's own annotation codec, one row at a time in
+        Python: for inspection and bookkeeping, not a batch's hot path.
+        """
+        ordinals = normalize(indices, len(self))
+        return self._process().annotations.values(name, ordinals)
+
     # -- internals ----------------------------------------------------------
+
+    def _split_label_targets(self, labels: Mapping[str, Sequence[str]] | None) -> None:
+        """Targets whose values are strings become class indices; learn their classes once."""
+        given: dict[str, tuple[str, ...]] = {}
+        for key, classes in (labels or {}).items():
+            if key not in self._targets:
+                raise ValueError(
+                    f"labels= names {key!r}, which is not among targets= {list(self._targets)}; "
+                    "add it to targets="
+                )
+            names = (classes,) if isinstance(classes, str) else tuple(classes)
+            if not names or any(not isinstance(name, str) for name in names):
+                raise TypeError(f"labels[{key!r}] must be a sequence of class names (str), not {classes!r}")
+            if len(set(names)) != len(names):
+                raise ValueError(f"labels[{key!r}] names a class more than once: {list(names)}")
+            given[key] = names
+        self._promote_labels(given, given)
+
+    def _promote_labels(self, keys: Iterable[str], given: Mapping[str, tuple[str, ...]]) -> None:
+        """Read `keys` as class labels instead of numeric targets, learning classes not given.
+
+        Keys whose values are strings are found in the record the reader
+        probes for its layout (record 0, when the reader is made), so that a
+        reader of numeric targets reads nothing more than before.
+        """
+        promoted = [key for key in self._targets if key in set(keys)]
+        if not promoted:
+            return
+        self._label_keys = (*self._label_keys, *promoted)
+        self._targets = tuple(key for key in self._targets if key not in promoted)
+        for key in promoted:
+            if key in given:
+                self._classes[key] = given[key]
+            else:
+                self._classes[key] = self._process().metadata_shards.distinct(key, len(self))
+
+    def _check_annotations(self) -> None:
+        """Sets and fields named by annotations= exist, checked here rather than in a worker."""
+        if not self._annotation_specs or len(self) == 0:
+            return
+        taken = set(self._targets) | set(self._label_keys) | set(self._extras)
+        if self._fields is not None:
+            taken |= set(self._fields)
+        source = self._process().annotations
+        for spec in self._annotation_specs:
+            for key in spec.keys():
+                if key in taken:
+                    raise ValueError(f"annotations= returns {key!r}, which another output already names")
+            rows = source.read(spec.name, np.zeros(1, dtype=np.int64), spec.fields)
+            del rows
+            if spec.positions and self._window is not None:
+                for item, axis in spec.positions.items():
+                    if axis != self._window.axis:
+                        raise ValueError(
+                            f"Annotations({spec.name!r}) positions[{item!r}] is along {axis!r}, and the "
+                            f"window is along {self._window.axis!r}; its items would not be clipped"
+                        )
+
+    def _add_extras(
+        self,
+        arrays: dict[str, np.ndarray],
+        ordinals: np.ndarray,
+        starts: np.ndarray | None,
+        window_length: int | None,
+    ) -> None:
+        """Annotation sets, string labels and provenance, beside the records' arrays."""
+        if not (self._annotation_specs or self._label_keys or self._extras):
+            return
+        state = self._process()
+        ids: list[str] | None = None
+        window = self._window
+        for spec in self._annotation_specs:
+            rows = state.annotations.read(spec.name, ordinals, spec.fields)
+            ids = rows.ids
+            arrays.update(
+                assemble(
+                    spec,
+                    rows,
+                    ordinals,
+                    window_axis=window.axis if window is not None else None,
+                    starts=starts,
+                    window_length=window_length,
+                )
+            )
+        if self._label_keys:
+            columns = state.metadata_shards.columns(ordinals, self._label_keys)
+            for key in self._label_keys:
+                arrays[key] = class_indices(key, columns[key], self._classes[key], ordinals)
+        if "ordinal" in self._extras:
+            arrays["ordinal"] = ordinals.astype(np.int64, copy=True)
+        if "id" in self._extras:
+            if ids is None:
+                ids = state.metadata_shards.ids(ordinals)
+            id_array = np.empty(len(ids), dtype=object)
+            id_array[:] = ids
+            arrays["id"] = id_array
+        if "start" in self._extras:
+            assert starts is not None
+            arrays["start"] = np.asarray(starts, dtype=np.int64).copy()
 
     def _crop(self, ordinals: np.ndarray, *, seed: int, epoch: int) -> np.ndarray:
         window = self._window
@@ -680,6 +866,7 @@ class BatchReader:
         else:
             available, metadata = state.fallback.probe(ordinal)
         fields = self._select(available, ordinal)
+        self._promote_labels([key for key in self._targets if isinstance(metadata.get(key), str)], {})
         clash = sorted({spec.name for spec in fields} & set(self._targets))
         if clash:
             raise ValueError(
@@ -746,6 +933,33 @@ class BatchReader:
             "field:\n" + "\n".join(lines) + "\nRead them in separate batches, or select "
             "only fields that agree with fields=."
         )
+
+
+#: What extras= may ask for.
+EXTRAS = ("ordinal", "id", "start")
+
+
+def _annotation_specs(values: Sequence[Annotations]) -> tuple[Annotations, ...]:
+    specs = (values,) if isinstance(values, Annotations) else tuple(values)
+    for spec in specs:
+        if not isinstance(spec, Annotations):
+            raise TypeError(
+                f"annotations= takes sds_loader.Annotations(...) items, not {type(spec).__name__}"
+            )
+    names = [spec.name for spec in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"annotations= names set(s) more than once: {names}; list each set's fields once")
+    return specs
+
+
+def _extras(values: Sequence[str], window: Window | None) -> tuple[str, ...]:
+    names = _names("extras", values)
+    for name in names:
+        if name not in EXTRAS:
+            raise ValueError(f"extras= takes {list(EXTRAS)}, not {name!r}")
+    if "start" in names and window is None:
+        raise ValueError('extras=("start",) returns window starts, and this reader has no window')
+    return names
 
 
 def _names(argument: str, values: Sequence[str]) -> tuple[str, ...]:

@@ -79,6 +79,7 @@ def write_captures(
     writer_options: str | None = None,
     per_shard: int = RECORDS_PER_SHARD,
     on_record: Callable[[], object] | None = None,
+    make: Callable[..., sds.Record] = make_record,
 ) -> sds.Dataset:
     """Publish `records` synthetic captures at `root`, in shards of `per_shard`.
 
@@ -102,7 +103,7 @@ def write_captures(
 
     def made(start: int, stop: int) -> Iterator[sds.Record]:
         for ordinal in range(start, stop):
-            yield make_record(ordinal, length, seed, variable_length=variable_length)
+            yield make(ordinal, length, seed, variable_length=variable_length)
             if on_record is not None:
                 on_record()
 

@@ -134,6 +134,14 @@ def parser() -> argparse.ArgumentParser:
             "read alone, as a share of their time-weighted mean rate"
         ),
     )
+    bench.add_argument(
+        "--annotations",
+        action="store_true",
+        help=(
+            "time what an annotation set's rows add to a batch read of windows, against "
+            "signal_dataset's AnnotationSet read row by row"
+        ),
+    )
     # How many long captures --windows writes (tests).
     bench.add_argument("--windows-captures", type=_positive, default=None, help=argparse.SUPPRESS)
     # Shrinks the built-in dataset (tests; also $SDS_LOADER_BENCH_RECORDS).
@@ -200,6 +208,12 @@ def parser() -> argparse.ArgumentParser:
         ),
     )
     synth.add_argument("--seed", type=int, default=0, help="seed of the captures (default 0)")
+    synth.add_argument(
+        "--bursts",
+        action="store_true",
+        help="captures of noise holding 0-4 bursts, with an annotation set 'bursts' of their "
+        "intervals and frequencies (for detection)",
+    )
     synth.add_argument("--no-progress", action="store_true", help="no progress bar")
     return top
 
@@ -236,6 +250,19 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if args.windows_captures:
             options += ["--captures", str(args.windows_captures), "--passes", "1"]
         return windows.main(options)
+    if args.annotations:
+        from sds_loader.cli.bench import annotations
+
+        options = ["--threads", str(args.threads or 1)]
+        if args.cache_dir:
+            options += ["--cache-dir", args.cache_dir]
+        if args.batch_size:
+            options += ["--batch-size", str(args.batch_size)]
+        if args.batches:
+            options += ["--batches", str(args.batches)]
+        if args.builtin_records:
+            options += ["--captures", str(args.builtin_records)]
+        return annotations.main(options)
     args.batch_size = args.batch_size or 256
     config = BenchConfig(
         path=args.path,
@@ -303,6 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 writer_options=args.writer_options,
                 seed=args.seed,
                 show_progress=not args.no_progress,
+                bursts=args.bursts,
             )
     except (
         NativeUnavailable,

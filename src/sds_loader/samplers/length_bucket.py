@@ -34,6 +34,7 @@ import signal_dataset as sds
 
 from sds_loader.record_metadata import MetadataSource
 from sds_loader.samplers.contract import EpochSampler, positive_int
+from sds_loader.samplers.subsets import unwrap
 from sds_loader.storage.fallback import FallbackReader
 
 #: Records whose metadata is read per request while the sampler learns lengths.
@@ -106,7 +107,10 @@ class LengthBucketSampler(EpochSampler[list[int]]):
         if not isinstance(axis, str) or not axis:
             raise TypeError(f"axis must be a non-empty axis name, not {axis!r}")
         self.axis = axis
-        self._lengths = record_lengths(dataset, axis)
+        base, ordinals = unwrap(dataset)
+        lengths = record_lengths(base, axis)
+        # A Subset's batches are lists of its positions, bucketed by their records' lengths.
+        self._lengths = lengths if ordinals is None else lengths[ordinals]
         self._lengths.setflags(write=False)
 
     @property

@@ -82,6 +82,7 @@ import signal_dataset as sds
 
 from sds_loader.addressing import shard_table
 from sds_loader.samplers.contract import EpochSampler, non_negative_int, positive_int
+from sds_loader.samplers.subsets import unwrap
 
 
 def _stored_runs(dataset: object) -> tuple[int, np.ndarray, np.ndarray]:
@@ -129,6 +130,33 @@ def cut_runs(starts: np.ndarray, skips: np.ndarray, run_length: int) -> np.ndarr
     return np.concatenate(pieces)
 
 
+def subset_runs(ordinals: np.ndarray, starts: np.ndarray, run_length: int) -> tuple[np.ndarray, np.ndarray]:
+    """A Subset's runs: (subset positions sorted by ordinal, first sorted position of each run).
+
+    The subset's members are laid out in the order their records are stored,
+    and cut into runs of `run_length` neighbours among them, never across
+    the end of a stored stretch (a shard): a split keeps the locality that
+    is left in it, however sparse.
+    """
+    positions = np.argsort(ordinals, kind="stable")
+    stretch = np.searchsorted(starts, ordinals[positions], side="right")
+    boundaries = np.flatnonzero(np.diff(stretch)) + 1 if positions.size else np.zeros(0, dtype=np.int64)
+    firsts = np.concatenate([[0], boundaries]).astype(np.int64) if positions.size else np.zeros(0, np.int64)
+    stops = np.concatenate([firsts[1:], [positions.size]]).astype(np.int64)
+    runs = [
+        np.arange(first, stop, run_length, dtype=np.int64) for first, stop in zip(firsts, stops, strict=True)
+    ]
+    runs.append(np.asarray([positions.size], dtype=np.int64))
+    return positions.astype(np.int64), np.concatenate(runs)
+
+
+def _announce_ordinals(announce: Any, ordinals: np.ndarray) -> Any:
+    def announce_positions(positions: list[int]) -> object:
+        return announce(ordinals[np.asarray(positions, dtype=np.int64)])
+
+    return announce_positions
+
+
 class ShardAwareSampler(EpochSampler[int]):
     """Shuffled ordinals in runs of neighbouring records: mixed epochs, large reads.
 
@@ -160,13 +188,22 @@ class ShardAwareSampler(EpochSampler[int]):
         if readahead is None:
             readahead = 2 * self.run_length * self.runs_mixed
         self.readahead = non_negative_int("readahead", readahead)
-        announce = getattr(dataset, "will_need", None)
+        base, ordinals = unwrap(dataset)
+        announce = getattr(base, "will_need", None)
         #: The dataset's `will_need`, to which upcoming records are announced, or None.
         self._announce = announce if callable(announce) else None
-        count, starts, skips = _stored_runs(dataset)
+        count, starts, skips = _stored_runs(base)
+        #: For a Subset: subset positions in the order of their ordinals, which
+        #: the order below is computed over; None for a whole dataset.
+        self._positions: np.ndarray | None = None
         self._count = count
         #: First ordinal of each run; the last entry is the record count.
         self._runs = cut_runs(starts, skips, self.run_length)
+        if ordinals is not None:
+            self._positions, self._runs = subset_runs(ordinals, starts, self.run_length)
+            self._count = int(ordinals.size)
+            if self._announce is not None:
+                self._announce = _announce_ordinals(self._announce, ordinals)
 
     @property
     def runs(self) -> int:
@@ -185,6 +222,10 @@ class ShardAwareSampler(EpochSampler[int]):
         }
 
     def _epoch_items(self, rng: np.random.Generator | None) -> np.ndarray:
+        order = self._stored_order(rng)
+        return order if self._positions is None else self._positions[order]
+
+    def _stored_order(self, rng: np.random.Generator | None) -> np.ndarray:
         count = self._count
         if rng is None:
             return np.arange(count, dtype=np.int64)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import SupportsIndex, cast, overload
+from typing import Any, SupportsIndex, cast, overload
 
 import numpy as np
 import torch as _torch
@@ -31,7 +31,9 @@ from torch.utils.data import Dataset as _Dataset
 from torch.utils.data import default_collate as _default_collate
 from torch.utils.data import get_worker_info as _get_worker_info
 
+from sds_loader.annotations import Annotations
 from sds_loader.errors import UnknownNameError, UnknownTargetError
+from sds_loader.outputs import Allocator
 from sds_loader.reader import BatchReader
 from sds_loader.samplers import LengthBucketSampler, MixtureSampler, ShardAwareSampler
 from sds_loader.shared_epoch import SharedEpoch
@@ -62,10 +64,16 @@ class Batch(Sequence[dict[str, _torch.Tensor]]):
     asks for its samples.
     """
 
-    __slots__ = ("_tensors", "_length", "_ring_block")
+    __slots__ = ("_tensors", "_length", "_ring_block", "_ragged", "_offsets_of")
 
     def __init__(
-        self, tensors: Mapping[str, _torch.Tensor], length: int, *, ring_block: _Block | None = None
+        self,
+        tensors: Mapping[str, _torch.Tensor],
+        length: int,
+        *,
+        ring_block: _Block | None = None,
+        ragged: Mapping[str, object] | None = None,
+        offsets_of: Mapping[str, str] | None = None,
     ) -> None:
         for name, tensor in tensors.items():
             if tensor.dim() == 0 or tensor.shape[0] != length:
@@ -77,22 +85,42 @@ class Batch(Sequence[dict[str, _torch.Tensor]]):
         self._length = length
         #: The worker ring block the tensors lie in, which `collate` passes on.
         self._ring_block = ring_block
+        #: Values without one row per sample: ragged annotation items and their
+        #: offsets (B + 1), record ids (a list of str).
+        self._ragged: dict[str, object] = dict(ragged or {})
+        #: Ragged items key -> the offsets key that cuts it into samples.
+        self._offsets_of: dict[str, str] = dict(offsets_of or {})
 
     @property
     def tensors(self) -> dict[str, _torch.Tensor]:
-        """The stacked tensors, one per key, each with the batch as its first axis."""
-        return dict(self._tensors)
+        """The batch's values by key: stacked tensors with the batch as their first
+        axis, then ragged annotation items with their offsets, and ids (a list)."""
+        return {**self._tensors, **self._ragged}  # type: ignore[dict-item]
+
+    def _sample(self, position: int) -> dict[str, Any]:
+        sample: dict[str, Any] = {name: tensor[position] for name, tensor in self._tensors.items()}
+        offsets_keys = set(self._offsets_of.values())
+        for name, value in self._ragged.items():
+            if name in offsets_keys:
+                continue
+            if name in self._offsets_of:
+                offsets = self._ragged[self._offsets_of[name]]
+                begin, end = int(offsets[position]), int(offsets[position + 1])  # type: ignore[index]
+                sample[name] = value[begin:end]  # type: ignore[index]
+            else:
+                sample[name] = value[position]  # type: ignore[index]
+        return sample
 
     def __len__(self) -> int:
         return self._length
 
+    # A sample maps keys to tensors and, with ragged annotation fields or
+    # record ids, to a row's items or its id: hence Any rather than Tensor.
     @overload
-    def __getitem__(self, index: SupportsIndex) -> dict[str, _torch.Tensor]: ...
+    def __getitem__(self, index: SupportsIndex) -> dict[str, Any]: ...
     @overload
-    def __getitem__(self, index: slice) -> list[dict[str, _torch.Tensor]]: ...
-    def __getitem__(
-        self, index: SupportsIndex | slice
-    ) -> dict[str, _torch.Tensor] | list[dict[str, _torch.Tensor]]:
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: SupportsIndex | slice) -> dict[str, Any] | list[dict[str, Any]]:
         if isinstance(index, slice):
             return [self[k] for k in range(*index.indices(self._length))]
         position = operator.index(index)
@@ -100,15 +128,20 @@ class Batch(Sequence[dict[str, _torch.Tensor]]):
             position += self._length
         if not 0 <= position < self._length:
             raise IndexError(f"sample {index} is out of range for a batch of {self._length}")
-        return {name: tensor[position] for name, tensor in self._tensors.items()}
+        return self._sample(position)
 
-    def __iter__(self) -> Iterator[dict[str, _torch.Tensor]]:
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         for position in range(self._length):
-            yield {name: tensor[position] for name, tensor in self._tensors.items()}
+            yield self._sample(position)
 
     def __reduce__(self) -> tuple[object, ...]:
         # A batch in a worker's ring block crosses as the block and offsets,
         # even when a collate_fn hands the Batch itself to the DataLoader.
+        if self._ragged:
+            tensors = (
+                RingBatch(self._tensors, self._ring_block) if self._ring_block is not None else self._tensors
+            )
+            return _batch_with_ragged, (tensors, self._length, self._ragged, self._offsets_of)
         if self._ring_block is not None:
             return _batch_of, (RingBatch(self._tensors, self._ring_block), self._length)
         return _batch_of, (self._tensors, self._length)
@@ -116,7 +149,15 @@ class Batch(Sequence[dict[str, _torch.Tensor]]):
     def pin_memory(self, device: object = None) -> Batch:
         """Lets DataLoader's pin step handle a Batch that reaches it uncollated."""
         del device
-        return Batch({name: t.pin_memory() for name, t in self._tensors.items()}, self._length)
+        ragged = {
+            name: v.pin_memory() if isinstance(v, _torch.Tensor) else v for name, v in self._ragged.items()
+        }
+        return Batch(
+            {name: t.pin_memory() for name, t in self._tensors.items()},
+            self._length,
+            ragged=ragged,
+            offsets_of=self._offsets_of,
+        )
 
     def __repr__(self) -> str:
         shown = ", ".join(
@@ -130,6 +171,15 @@ def _batch_of(tensors: Mapping[str, _torch.Tensor], length: int) -> Batch:
     return Batch(tensors, length)
 
 
+def _batch_with_ragged(
+    tensors: Mapping[str, _torch.Tensor],
+    length: int,
+    ragged: Mapping[str, object],
+    offsets_of: Mapping[str, str],
+) -> Batch:
+    return Batch(tensors, length, ragged=ragged, offsets_of=offsets_of)
+
+
 def collate(batch: object) -> object:
     """collate_fn that passes a `Batch` through as its dict of stacked tensors.
 
@@ -139,7 +189,7 @@ def collate(batch: object) -> object:
     """
     if isinstance(batch, Batch):
         if batch._ring_block is not None:
-            return RingBatch(batch._tensors, batch._ring_block)
+            return RingBatch(batch.tensors, batch._ring_block)
         return batch.tensors
     return _default_collate(batch)  # type: ignore[arg-type]  # any sequence of samples
 
@@ -214,10 +264,16 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         worker_blocks: int = DEFAULT_BLOCKS,
         object_store: ObjectStore | None = None,
         requests_in_flight: int | None = None,
+        annotations: Sequence[Annotations] = (),
+        extras: Sequence[str] = (),
+        labels: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         if not isinstance(uri, str | os.PathLike):
             raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
         self._uri = os.fspath(uri)
+        self._annotations = (annotations,) if isinstance(annotations, Annotations) else tuple(annotations)
+        self._extras = (extras,) if isinstance(extras, str) else tuple(extras)
+        self._labels = labels
         self._fields = _key_map("fields", "inputs", inputs, fields)
         self._targets = _key_map("targets", "target", target, targets)
         _check_disjoint(self._fields, self._targets)
@@ -245,6 +301,9 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             self._open()
         except UnknownNameError as error:
             raise error.passed_as(_argument_for(error, inputs, target, fields, targets)) from None
+        # Classes learnt here (a scan of the metadata when not given) go to
+        # every worker's reader as given, so no worker scans again.
+        self._labels = dict(self._open().reader.labels) or None
 
     # -- process-local state ------------------------------------------------
 
@@ -263,6 +322,9 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
                 window=self._window,
                 object_store=self._object_store,
                 requests_in_flight=self._requests_in_flight,
+                annotations=self._annotations,
+                extras=self._extras,
+                labels=self._labels,
             )
             local = _ProcessLocal(pid, reader, self._buffer_source(in_worker))
             self._local = local
@@ -307,7 +369,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         """The keys of every sample and batch: fields, then targets, then window lengths."""
         padded = self._open().reader.schema.lengths if self._window is not None and self._window.pad else ()
         lengths = tuple(length_key(key) for key, name in self._fields.items() if name in padded)
-        return (*self._fields, *self._targets, *lengths)
+        extra = tuple(key for spec in self._annotations for key in spec.keys())
+        return (*self._fields, *self._targets, *lengths, *extra, *self._extras)
 
     @property
     def epoch(self) -> int:
@@ -340,13 +403,37 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         local = self._open()
         reader = local.reader
         starts = self._starts(reader, indices)
-        by_source, ring_block = read_tensors(
-            lambda allocate: reader.read(indices, starts=starts, allocator=allocate), local.source
-        )
+        ids: list[list[str]] = []
+
+        def read(allocate: Allocator) -> dict[str, np.ndarray]:
+            arrays = reader.read(indices, starts=starts, allocator=allocate)
+            if "id" in self._extras:
+                ids.append(arrays.pop("id").tolist())
+            return arrays
+
+        by_source, ring_block = read_tensors(read, local.source)
         tensors = {key: by_source[name] for key, name in self._sources().items() if name in by_source}
         # A worker's ring (the only source that carries anything) carries its block.
         block = cast("_Block | None", ring_block)
-        return Batch(tensors, next(iter(tensors.values())).shape[0], ring_block=block)
+        if not (self._annotations or self._extras):
+            return Batch(tensors, next(iter(tensors.values())).shape[0], ring_block=block)
+        ragged: dict[str, object] = {}
+        offsets_of: dict[str, str] = {}
+        for spec in self._annotations:
+            for key in spec.keys():
+                if spec.max_items is None and not key.endswith((".status", ".offsets")):
+                    ragged[key] = by_source[key]
+                    offsets_of[key] = f"{spec.name}.offsets"
+                elif key.endswith(".offsets"):
+                    ragged[key] = by_source[key]
+                else:
+                    tensors[key] = by_source[key]
+        for key in self._extras:
+            if key == "id":
+                ragged["id"] = ids[0]
+            else:
+                tensors[key] = by_source[key]
+        return Batch(tensors, len(indices), ring_block=block, ragged=ragged, offsets_of=offsets_of)
 
     # -- reading into another's buffers (sds_loader.torch.mixture) ------------
 
