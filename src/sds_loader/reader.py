@@ -124,12 +124,12 @@ class _ProcessState:
             if self.native is not None and self.source is not None
             else None
         )
+        self._metadata_shards: MetadataShards | None = None
+        self._annotations: AnnotationSource | None = None
 
     def readahead(self) -> RemoteReadahead:
         assert self._readahead is not None, "only a reader of object storage reads ahead remotely"
         return self._readahead
-        self._metadata_shards: MetadataShards | None = None
-        self._annotations: AnnotationSource | None = None
 
     @property
     def metadata(self) -> MetadataSource:
@@ -514,7 +514,9 @@ class BatchReader:
 
         arrays = buffers(schema)
         if ordinals.size == 0:
-            self._add_extras(arrays, ordinals, None if starts is None else np.asarray(starts), window_length)
+            self._add_extras(
+                arrays, ordinals, None if row_starts is None else np.asarray(row_starts), window_length
+            )
             return arrays
         try:
             self._read_into(ordinals, schema, arrays, row_starts)
@@ -530,7 +532,9 @@ class BatchReader:
                 raise MixedShapesError(f"{again}; batch layout {schema.describe()}") from None
         self._schema = schema
         self.stats._add(batches=1)
-        self._add_extras(arrays, ordinals, None if starts is None else np.asarray(starts), window_length)
+        self._add_extras(
+            arrays, ordinals, None if row_starts is None else np.asarray(row_starts), window_length
+        )
         return arrays
 
     def will_need(self, indices: Iterable[int] | np.ndarray) -> int:
