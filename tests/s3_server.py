@@ -111,6 +111,8 @@ class FaultProxy:
     def __init__(self, upstream_port: int, plan: FaultPlan | None = None, *, port: int = 0) -> None:
         self.upstream_port = upstream_port
         self.plan: FaultPlan = plan or (lambda n, method, path: "pass")
+        #: Set to call `plan` with the request's Range header as a fourth argument.
+        self.plan_sees_range = False
         self.stall_seconds = 3.0
         self.seen: list[tuple[str, str, object]] = []
         self._count = 0
@@ -129,7 +131,10 @@ class FaultProxy:
                 with proxy._lock:
                     number = proxy._count
                     proxy._count += 1
-                action = proxy.plan(number, self.command, self.path)
+                if proxy.plan_sees_range:
+                    action = proxy.plan(number, self.command, self.path, self.headers.get("Range"))  # type: ignore[call-arg]
+                else:
+                    action = proxy.plan(number, self.command, self.path)
                 with proxy._lock:
                     proxy.seen.append((self.command, self.path, action))
                 if action == "drop":
@@ -193,6 +198,7 @@ class FaultProxy:
     def reset(self, plan: FaultPlan | None = None) -> None:
         with self._lock:
             self.plan = plan or (lambda n, method, path: "pass")
+            self.plan_sees_range = False
             self._count = 0
             self.seen = []
 
