@@ -236,3 +236,22 @@ def test_record_count_beyond_the_sizes_is_refused_before_allocating(tmp_path):
     assert after - before < 64 << 20, f"resident memory rose by {(after - before) >> 20} MiB"
     with pytest.raises(sds_loader.CorruptShardError):
         sds_loader.BatchReader(root).read([0])
+
+
+def test_a_readers_chunk_cap_is_its_own(tmp_path):
+    """max_chunk_bytes caps what one chunk may decode to for this reader alone."""
+    from sds_factory import assert_matches_reference, write_dataset
+
+    root = tmp_path / "dataset"
+    write_dataset(root, 4)  # records of 2 x 256 complex64: 4 KiB of tensor, a little more decoded
+    capped = sds_loader.BatchReader(root, fields=("samples",), threads=1, max_chunk_bytes=1024)
+    with pytest.raises(sds_loader.CorruptShardError, match=r"more than the 1024 this reader holds at once"):
+        capped.read([0, 1])
+    # Another reader of the same dataset in the same process keeps the default.
+    plain = sds_loader.BatchReader(root, fields=("samples",), threads=1)
+    assert_matches_reference(root, plain.read([1, 0]), [1, 0], ("samples",))
+    roomy = sds_loader.BatchReader(root, fields=("samples",), threads=1, max_chunk_bytes=1 << 20)
+    assert_matches_reference(root, roomy.read([3, 2]), [3, 2], ("samples",))
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match="max_chunk_bytes"):
+            sds_loader.BatchReader(root, max_chunk_bytes=bad)

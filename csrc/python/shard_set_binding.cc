@@ -172,6 +172,10 @@ void BindShardSet(py::module_& m) {
           "Shards whose footer and index this reader keeps (every shard it touched).")
       .def_property_readonly("index_bytes", &sdsl::ShardSet::index_bytes,
                              "Bytes the kept shard indexes hold.")
+      .def_property("max_chunk_bytes", &sdsl::ShardSet::max_chunk_bytes,
+                    &sdsl::ShardSet::set_max_chunk_bytes,
+                    "Decoded bytes of one chunk (or whole record) this reader holds at once; "
+                    "a chunk claiming more is refused before anything is allocated.")
       .def_property_readonly("footer_reads", &sdsl::ShardSet::footer_reads,
                              "Shard footers read so far (once per shard touched).")
       .def_property("work_per_helper", &sdsl::ShardSet::work_per_helper,

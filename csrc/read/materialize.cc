@@ -23,10 +23,11 @@ bool StreamsZstd(const SimpleChunk& parsed) {
 }  // namespace
 
 void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const uint8_t** values) {
-  if (parsed.decoded_size > kMaxMaterializedBytes) {
-    Corrupt("chunk claims " + std::to_string(parsed.decoded_size) +
-            " decoded bytes, more than the " + std::to_string(kMaxMaterializedBytes) +
-            " this reader holds at once");
+  if (parsed.decoded_size > scratch->max_materialized) {
+    Corrupt(
+        "chunk claims " + std::to_string(parsed.decoded_size) + " decoded bytes, more than the " +
+        std::to_string(scratch->max_materialized) +
+        " this reader holds at once (max_chunk_bytes); the shard is damaged, or the cap too low");
   }
   // ParseSimpleChunk has bounded decoded_size by what the values can yield;
   // brotli, whose format bounds nothing useful, grows as it decodes.
@@ -66,10 +67,12 @@ std::unique_ptr<ValueStream> OpenValueStream(const SimpleChunk& parsed, Pieces* 
   return std::make_unique<PiecesStream>(*decoded);
 }
 
-void CheckMaterializable(uint64_t record_size) {
-  if (record_size > kMaxMaterializedBytes) {
-    Corrupt("record claims " + std::to_string(record_size) + " bytes, more than the " +
-            std::to_string(kMaxMaterializedBytes) + " this reader holds at once");
+void CheckMaterializable(uint64_t record_size, const WorkerScratch& scratch) {
+  if (record_size > scratch.max_materialized) {
+    Corrupt(
+        "record claims " + std::to_string(record_size) + " bytes, more than the " +
+        std::to_string(scratch.max_materialized) +
+        " this reader holds at once (max_chunk_bytes); the shard is damaged, or the cap too low");
   }
 }
 

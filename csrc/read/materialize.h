@@ -14,10 +14,6 @@
 
 namespace sdsl {
 
-// Largest decoded chunk this core will hold in memory at once; a chunk that
-// claims more is refused before anything is allocated for it.
-constexpr uint64_t kMaxMaterializedBytes = uint64_t{2} << 30;
-
 // Decodes the values of `parsed` as one in-memory buffer in scratch->values.
 void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const uint8_t** values);
 
@@ -31,8 +27,9 @@ std::unique_ptr<ValueStream> OpenValueStream(const SimpleChunk& parsed, Pieces* 
                                              WorkerScratch* scratch);
 
 // A record read whole (to learn its keys, or to probe it) is held in memory:
-// refuses a claimed size over the limit before anything is allocated for it.
-void CheckMaterializable(uint64_t record_size);
+// refuses a claimed size over the reader's cap (scratch.max_materialized)
+// before anything is allocated for it.
+void CheckMaterializable(uint64_t record_size, const WorkerScratch& scratch);
 
 }  // namespace sdsl
 

@@ -13,6 +13,7 @@ std::vector<std::optional<std::string>> ReadRecordBytes(ShardSet& set, bool veri
                                                         size_t count) {
   std::vector<std::optional<std::string>> records(count);
   WorkerScratch scratch;
+  scratch.max_materialized = set.max_chunk_bytes();
   // Consecutive records of one chunk (group_size above 1) decode it once.
   int64_t held_file = -1;
   uint64_t held_chunk = 0;
@@ -40,7 +41,7 @@ std::vector<std::optional<std::string>> ReadRecordBytes(ShardSet& set, bool veri
         held_chunk = c;
         held_decodable = IsDecodableRecordChunk(chunk, index, c);
         if (held_decodable) {
-          ParseSimpleChunk(chunk, kMaxMaterializedBytes, &scratch.sizes, &parsed);
+          ParseSimpleChunk(chunk, scratch.max_materialized, &scratch.sizes, &parsed);
           MaterializeValues(parsed, &scratch, &values);
         }
       }

@@ -38,7 +38,7 @@ RecordProbe ProbeRecord(const OpenShard& shard, uint64_t shard_record, int64_t o
     const uint64_t chunk_record = shard_record - index.FirstRecord(c);
     const uint64_t record_begin = parsed.offsets[chunk_record], size = parsed.sizes[chunk_record];
     Pieces decoded;
-    CheckMaterializable(size);
+    CheckMaterializable(size, *scratch);
     std::unique_ptr<ValueStream> stream = OpenValueStream(parsed, &decoded, scratch.get());
     stream->Skip(record_begin);
     scratch->record.resize(static_cast<size_t>(size));

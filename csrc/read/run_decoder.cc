@@ -70,7 +70,7 @@ void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,
     } catch (const KeyHintMiss&) {
       // The descriptor maps fields to other tensors than assumed: read
       // this record whole, learn its keys, and decode it again.
-      CheckMaterializable(size);
+      CheckMaterializable(size, *scratch);
       stream = records.open();
       stream->Skip(begin);
       scratch->record.resize(static_cast<size_t>(size));

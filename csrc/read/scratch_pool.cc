@@ -52,10 +52,13 @@ std::unique_ptr<WorkerScratch> ScratchPool::Acquire() {
       auto scratch = std::move(idle_.back());
       idle_.pop_back();
       kept_bytes_ -= scratch->HeldBytes();
+      scratch->max_materialized = max_materialized();
       return scratch;
     }
   }
-  return std::make_unique<WorkerScratch>();
+  auto scratch = std::make_unique<WorkerScratch>();
+  scratch->max_materialized = max_materialized();
+  return scratch;
 }
 
 void ScratchPool::Release(std::unique_ptr<WorkerScratch> scratch) {

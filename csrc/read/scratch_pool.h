@@ -5,6 +5,7 @@
 
 #include <zstd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,11 @@
 #include "sources/shard_source.h"
 
 namespace sdsl {
+
+// Largest decoded chunk (or whole record) a reader holds in memory at once,
+// unless the reader sets its own cap (BatchReader's max_chunk_bytes): a chunk
+// that claims more is refused before anything is allocated for it.
+constexpr uint64_t kMaxMaterializedBytes = uint64_t{2} << 30;
 
 // A range of a chunk's data (logical bytes, block headers not counted) that
 // is read straight into a row.
@@ -63,6 +69,8 @@ struct WorkerScratch {
   std::vector<uint8_t> record;
   RecordScratch record_scratch;
   ZSTD_DCtx* zstd;
+  // The cap of the reader this scratch serves (ScratchPool sets it).
+  uint64_t max_materialized = kMaxMaterializedBytes;
 
   // Bytes its buffers hold (capacity, not size).
   size_t HeldBytes() const;
@@ -84,6 +92,12 @@ class ScratchPool : public ForkGuarded {
   void Release(std::unique_ptr<WorkerScratch> scratch);
   // Bytes held by idle scratch now.
   size_t kept_bytes() const;
+  // The reader's cap on a chunk or record held whole, given to every scratch
+  // it hands out.
+  uint64_t max_materialized() const { return max_materialized_.load(std::memory_order_relaxed); }
+  void set_max_materialized(uint64_t bytes) {
+    max_materialized_.store(bytes, std::memory_order_relaxed);
+  }
 
   void LockForFork() override { mutex_.lock(); }
   void UnlockInParent() override { mutex_.unlock(); }
@@ -93,6 +107,7 @@ class ScratchPool : public ForkGuarded {
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<WorkerScratch>> idle_;
   size_t kept_bytes_ = 0;
+  std::atomic<uint64_t> max_materialized_{kMaxMaterializedBytes};
 };
 
 }  // namespace sdsl

@@ -52,6 +52,9 @@ class ShardSet {
   size_t shards_indexed() const { return shards_.Touched(); }
   size_t index_bytes() const { return shards_.HeldBytes(); }
   size_t footer_reads() const { return shards_.FooterReads(); }
+  // The cap on a chunk or record this reader holds whole (kMaxMaterializedBytes by default).
+  uint64_t max_chunk_bytes() const { return scratch_.max_materialized(); }
+  void set_max_chunk_bytes(uint64_t bytes) { scratch_.set_max_materialized(bytes); }
 
  private:
   const std::unique_ptr<ShardSource> source_;

@@ -220,6 +220,9 @@ class BatchReader:
     few bytes a record (`index_bytes`), so no shard is parsed twice. At most
     `max_open_files` shards stay open (a descriptor and a mapping each); the
     default follows the process's file limit (see `sds_loader.file_budget`).
+    A damaged shard cannot make the reader allocate more than its bytes can
+    decode to; `max_chunk_bytes` (default 2 GiB) caps, besides, what one
+    chunk or record may decode to, per decoding thread.
 
     Shards in S3 (or any S3-compatible store) are read natively too: the same
     plan, then only the byte ranges it needs, as ranged GETs, up to
@@ -242,6 +245,7 @@ class BatchReader:
         threads: int | None = None,
         verify_checksums: bool = True,
         max_open_files: int | None = None,
+        max_chunk_bytes: int | None = None,
         object_store: ObjectStore | None = None,
         window: Window | None = None,
         requests_in_flight: int | None = None,
@@ -258,6 +262,11 @@ class BatchReader:
             threads = default_threads()
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be a positive integer, not {threads!r}")
+        if max_chunk_bytes is not None and (
+            isinstance(max_chunk_bytes, bool) or not isinstance(max_chunk_bytes, int) or max_chunk_bytes < 1
+        ):
+            raise ValueError(f"max_chunk_bytes must be a positive integer or None, not {max_chunk_bytes!r}")
+        self._max_chunk_bytes = max_chunk_bytes
         if max_open_files is None:
             max_open_files = default_open_files()
         if isinstance(max_open_files, bool) or not isinstance(max_open_files, int) or max_open_files < 1:
@@ -327,6 +336,8 @@ class BatchReader:
                         self._max_open_files,
                         self._requests_in_flight,
                     )
+                    if state.native is not None and self._max_chunk_bytes is not None:
+                        state.native.max_chunk_bytes = self._max_chunk_bytes
                     self._state = state
         return state
 
