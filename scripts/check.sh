@@ -23,17 +23,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-if [ -n "${PYTHON:-}" ]; then
-    PY="$PYTHON"
-elif [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then
-    PY="$VIRTUAL_ENV/bin/python"
-elif [ -n "${CONDA_PREFIX:-}" ] && [ -x "$CONDA_PREFIX/bin/python" ]; then
-    PY="$CONDA_PREFIX/bin/python"
-elif [ -x .venv/bin/python ]; then
-    PY="$PWD/.venv/bin/python"
-else
-    PY="python3"
-fi
+. scripts/installed_python.sh
 CLANG_FORMAT="${CLANG_FORMAT:-$(command -v clang-format-14 || command -v clang-format || echo clang-format-14)}"
 
 ALL="ruff format mypy readme clang-format stub"

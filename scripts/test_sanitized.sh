@@ -13,15 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ -n "${PYTHON:-}" ]; then
-    PY="$PYTHON"
-elif [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then
-    PY="$VIRTUAL_ENV/bin/python"
-elif [ -n "${CONDA_PREFIX:-}" ] && [ -x "$CONDA_PREFIX/bin/python" ]; then
-    PY="$CONDA_PREFIX/bin/python"
-else
-    PY="$PWD/.venv/bin/python"
-fi
+. scripts/installed_python.sh
 SITE="$PWD/build/sanitized-site"
 
 rm -rf "$SITE"

@@ -209,3 +209,29 @@ def with_descriptor(payload: bytes, edit) -> bytes:
         new_data += blob
         offset += len(blob)
     return safetensors_record(new_header, new_data)
+
+
+def one_shard_dataset(root, records: int = 3) -> tuple:
+    """A dataset of `records` records in one shard, written by signal_dataset, and its payloads."""
+    from sds_factory import data_shards, write_dataset
+
+    write_dataset(root, records)
+    (shard,) = data_shards(root)
+    return root, read_payloads(shard)
+
+
+def with_record_replaced(pristine: tuple, folder, victim: int, payload: bytes) -> tuple:
+    """A copy of `pristine` (from one_shard_dataset) in `folder`, record `victim`
+    replaced by `payload`, rewritten by array_record; returns (root, shard)."""
+    import shutil
+
+    from sds_factory import data_shards
+
+    root, payloads = pristine
+    target = folder / "dataset"
+    shutil.copytree(root, target)
+    (shard,) = data_shards(target)
+    payloads = list(payloads)
+    payloads[victim] = payload
+    write_payloads(shard, payloads)
+    return target, shard

@@ -15,13 +15,13 @@ import re
 
 import pytest
 import signal_dataset as sds
-from sds_factory import assert_matches_reference, data_shards, write_dataset
+from sds_factory import assert_matches_reference
 from shard_surgery import (
-    read_payloads,
+    one_shard_dataset,
     safetensors_parts,
     safetensors_record,
     with_descriptor,
-    write_payloads,
+    with_record_replaced,
 )
 
 import sds_loader
@@ -195,23 +195,11 @@ REFUSED_HEADERS = {
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pristine") / "dataset"
-    write_dataset(root, 3)
-    (shard,) = data_shards(root)
-    return root, read_payloads(shard)
+    return one_shard_dataset(tmp_path_factory.mktemp("pristine") / "dataset")
 
 
 def craft(tmp_path, pristine, payload: bytes):
-    root, payloads = pristine
-    target = tmp_path / "dataset"
-    import shutil
-
-    shutil.copytree(root, target)
-    (shard,) = data_shards(target)
-    payloads = list(payloads)
-    payloads[VICTIM] = payload
-    write_payloads(shard, payloads)
-    return target, shard
+    return with_record_replaced(pristine, tmp_path, VICTIM, payload)
 
 
 def assert_refused(root, shard):

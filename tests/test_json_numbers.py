@@ -21,14 +21,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import struct
 
 import numpy as np
 import pytest
 import signal_dataset as sds
-from sds_factory import assert_matches_reference, data_shards, write_dataset
-from shard_surgery import read_payloads, safetensors_parts, with_descriptor, write_payloads
+from sds_factory import assert_matches_reference
+from shard_surgery import (
+    one_shard_dataset,
+    safetensors_parts,
+    with_descriptor,
+    with_record_replaced,
+)
 from signal_dataset.errors import ValidationError
 
 import sds_loader
@@ -74,21 +78,11 @@ METADATA_SPELLINGS = {
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
-    root = tmp_path_factory.mktemp("numbers") / "dataset"
-    write_dataset(root, 3)
-    (shard,) = data_shards(root)
-    return root, read_payloads(shard)
+    return one_shard_dataset(tmp_path_factory.mktemp("numbers") / "dataset")
 
 
 def craft(tmp_path, pristine, payload: bytes):
-    root, payloads = pristine
-    target = tmp_path / "dataset"
-    shutil.copytree(root, target)
-    (shard,) = data_shards(target)
-    payloads = list(payloads)
-    payloads[VICTIM] = payload
-    write_payloads(shard, payloads)
-    return target, shard
+    return with_record_replaced(pristine, tmp_path, VICTIM, payload)
 
 
 def spelled_metadata(payload: bytes, key: str, spelling: str) -> bytes:
