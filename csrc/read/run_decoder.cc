@@ -103,8 +103,10 @@ void DecodeWantedRecords(const Chunk& chunk, const ShardIndex& index, const Want
     }
     return;
   }
-  SimpleChunk parsed;
-  Pieces decoded;
+  // Kept in scratch, as the chunk is: a run of one short record must not
+  // allocate its chunk's structures afresh.
+  SimpleChunk& parsed = scratch->parsed;
+  Pieces& decoded = scratch->decoded;
   ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
   const ChunkRecords records{
       parsed.offsets, parsed.sizes, [&] { return OpenValueStream(parsed, &decoded, scratch); },
@@ -122,9 +124,12 @@ void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layo
   const ShardIndex& index = shard.index;
   const WantedRecord* current = &run.chunks.front().records.front();
   try {
-    std::vector<std::string> keys;
-    for (const FieldSlot& slot : layout.fields) keys.push_back(slot.key_hint);
-    Chunk chunk;
+    // Each run starts from the layout's key hints (a record may teach the
+    // run others); the vector and its short strings keep their memory.
+    std::vector<std::string>& keys = scratch->keys;
+    keys.resize(layout.fields.size());
+    for (size_t f = 0; f < layout.fields.size(); ++f) keys[f] = layout.fields[f].key_hint;
+    Chunk& chunk = scratch->chunk;
     if (fetched == nullptr) {
       // A run of windows: each chunk reads only what it needs. Any other
       // unfetched run: each chunk's tensors are read straight into rows.

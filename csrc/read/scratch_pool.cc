@@ -42,7 +42,12 @@ void WorkerScratch::FreeBuffersOver(size_t limit) {
   });
   // The cached header is gone or may be: parse the next one afresh.
   record_scratch.parsed_valid = false;
-  if (limit == 0) record_scratch.earlier_headers.clear();
+  if (limit == 0) {
+    record_scratch.earlier_headers.clear();
+    parsed = SimpleChunk();
+    chunk = Chunk();
+    decoded = Pieces();
+  }
 }
 
 std::unique_ptr<WorkerScratch> ScratchPool::Acquire() {

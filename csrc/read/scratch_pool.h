@@ -9,10 +9,12 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "base/fork_guard.h"
 #include "container/riegeli_layout.h"
+#include "container/simple_chunk.h"
 #include "read/record_decoder.h"
 #include "sources/shard_source.h"
 
@@ -69,6 +71,11 @@ struct WorkerScratch {
   std::vector<uint8_t> record;
   RecordScratch record_scratch;
   ZSTD_DCtx* zstd;
+  // One run's decoding state, reused from run to run (run_decoder.cc).
+  std::vector<std::string> keys;
+  Chunk chunk;
+  SimpleChunk parsed;
+  Pieces decoded;
   // The cap of the reader this scratch serves (ScratchPool sets it).
   uint64_t max_materialized = kMaxMaterializedBytes;
 
