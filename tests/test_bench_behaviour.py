@@ -109,6 +109,7 @@ class _Recording(timing.Runner):
 
     def run(self, batches):
         self.runs += 1
+        self.sizes = [*getattr(self, "sizes", []), len(batches)]
         for batch in batches:
             time.sleep(self.seconds * batch.size)
             yield int(batch.size)
@@ -150,3 +151,28 @@ def test_the_table_header_says_how_rates_were_taken(capsys, root, tmp_path):
     measured = [row for row in document["rows"] if row["status"] == "ok"]
     assert measured and {row["passes"] for row in measured} == {timing.PASSES}
     assert report.HEADER[2].endswith(f"({timing.PASSES_NOTE})")
+
+
+def test_a_runner_with_workers_warms_each_of_them_untimed():
+    """A DataLoader deals batches to its workers in turn, and each worker opens
+    a reader of its own on its first: each gets an untimed batch, so that no
+    timed pass includes a worker's start."""
+    made: list[_Recording] = []
+
+    def open_runner(plan: Plan) -> _Recording:
+        runner = _Recording(made, 0.0)
+        runner.warm_up_batches = 2
+        return runner
+
+    row = timing.measure(_plan(), "k", "label", open_runner, progress=False)
+    assert row.status == "ok" and row.records == 12
+    # Two untimed batches, then the plan's three timed, in every pass.
+    assert [runner.sizes for runner in made] == [[2, 3]] * timing.PASSES
+
+
+def test_the_loader_rows_warm_one_batch_per_worker():
+    from sds_loader.cli.bench import methods
+
+    sampler = methods._Batches()
+    assert methods._LoaderRunner(None, sampler, 0).warm_up_batches == 1
+    assert methods._LoaderRunner(None, sampler, 2).warm_up_batches == 2

@@ -61,10 +61,12 @@ class _Batches:
 
 
 class _LoaderRunner(Runner):
-    def __init__(self, loader: Any, sampler: _Batches) -> None:
+    def __init__(self, loader: Any, sampler: _Batches, workers: int) -> None:
         self.loader = loader
         self.sampler = sampler
         self.held: object = None
+        # Batches go to workers in turn: one each opens every worker's reader.
+        self.warm_up_batches = max(1, workers)
 
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
         self.sampler.current = [batch.tolist() for batch in batches]
@@ -89,7 +91,7 @@ def _loader(
         collate_fn=collate_fn,
         persistent_workers=workers > 0,
     )
-    return _LoaderRunner(loader, sampler)
+    return _LoaderRunner(loader, sampler, workers)
 
 
 # -- signal_dataset's guide adapter ------------------------------------------

@@ -2,8 +2,9 @@
 
 Each method is a `Runner` that yields, batch by batch, how many records it
 delivered. Every pass opens its own runner (a new reader, a new DataLoader),
-reads one warm-up batch untimed (the first of the plan: lazy imports,
-opened files, started workers), then times the whole set; the median pass
+reads one warm-up batch untimed for each process that reads (the first of
+the plan: lazy imports, opened files; a DataLoader with workers warms each
+worker, which opens a reader of its own), then times the whole set; the median pass
 is kept. Every row gets the same number of passes from the same state, so
 no row is timed on state an earlier timed pass of its own left behind (a
 reader's filled file mappings, say) while another is not: the fast rows
@@ -40,6 +41,8 @@ class Runner:
 
     #: The last batch made, kept alive until the next is (see methods.py).
     held: object = None
+    #: Untimed batches before each pass: one per process that reads.
+    warm_up_batches: int = 1
 
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
         raise NotImplementedError
@@ -103,7 +106,7 @@ def measure(
             for _ in range(passes):
                 runner = open_runner(plan)
                 try:
-                    for _ in runner.run(plan.batches[:1]):
+                    for _ in runner.run(plan.batches[: max(1, runner.warm_up_batches)]):
                         pass
                     records = 0
                     started = time.perf_counter()
