@@ -233,26 +233,10 @@ class AnnotationSource:
 
     def read(self, name: str, ordinals: np.ndarray, fields: Sequence[str]) -> AnnotationRows:
         """The rows of set `name` for `ordinals` (normalised), in one native call."""
-        from sds_loader import _native
 
         state = self._set(name)
-        files, records = state.table.locate(ordinals)
-        meta_files, meta_records = self._meta_table.locate(ordinals)
-        for source, opened in ((state.source, files), (self._meta_source, meta_files)):
-            if source is not None:
-                source.open_shards(np.unique(opened).tolist())
         try:
-            status, ids, raw = _native.annotation_rows(
-                state.native,
-                self._meta_native,
-                self._verify,
-                files,
-                records,
-                meta_files,
-                meta_records,
-                ordinals,
-                list(fields),
-            )
+            status, ids, raw = self.read_raw(name, ordinals, fields)
         except SchemaMismatch as mismatch:
             raise MixedShapesError(f"annotation set {name!r}: {mismatch}") from None
         out: dict[str, FieldItems] = {}
@@ -296,11 +280,16 @@ class AnnotationSource:
         )
 
     def read_raw(self, name: str, ordinals: np.ndarray, fields: Sequence[str]) -> tuple[Any, ...]:
+        """The native answer for set `name`'s rows: (status, ids, per field (dtype, shape, bytes, counts))."""
         from sds_loader import _native
 
         state = self._set(name)
         files, records = state.table.locate(ordinals)
         meta_files, meta_records = self._meta_table.locate(ordinals)
+        # Shards in object storage a batch is the first to touch open in one round trip.
+        for source, opened in ((state.source, files), (self._meta_source, meta_files)):
+            if source is not None:
+                source.open_shards(np.unique(opened).tolist())
         result: tuple[Any, ...] = _native.annotation_rows(
             state.native,
             self._meta_native,
