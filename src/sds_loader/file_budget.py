@@ -41,14 +41,16 @@ def _raised_file_limit() -> int:
     except ImportError:  # not a POSIX system
         return 0
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY:
-        hard = max(soft, 1 << 20) if soft != resource.RLIM_INFINITY else 1 << 20
+    # No limit at all counts as 2^20 descriptors, the kernel's usual nr_open.
+    unlimited = 1 << 20
     if soft == resource.RLIM_INFINITY:
-        return int(hard)
-    if soft < hard:
+        return unlimited
+    # Only the soft limit moves; the hard one is left as it was.
+    target = unlimited if hard == resource.RLIM_INFINITY else hard
+    if soft < target:
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
         except (ValueError, OSError):  # a sandbox may refuse; keep what we have
             pass
     return int(soft)
