@@ -19,11 +19,12 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
-# The C++ core links these (zstd and snappy are vendored); python3-dev and
+# The C++ core links these (zstd and snappy are vendored; libcurl fetches
+# from object storage); python3-dev and
 # python3-venv let the system Python build the extension and make .venv;
 # clang and its runtime build the fuzz targets; clang-format-14 checks the
 # C++ style (scripts/check.sh).
-APT_PACKAGES="build-essential cmake pkg-config libbrotli-dev libhighwayhash-dev nlohmann-json3-dev rapidjson-dev python3-dev python3-venv clang-14 libclang-rt-14-dev clang-format-14"
+APT_PACKAGES="build-essential cmake pkg-config libbrotli-dev libcurl4-openssl-dev libhighwayhash-dev nlohmann-json3-dev rapidjson-dev python3-dev python3-venv clang-14 libclang-rt-14-dev clang-format-14"
 missing=""
 for package in $APT_PACKAGES; do
     dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"

@@ -50,6 +50,12 @@ def wait_listening(port: int, timeout: float = 30.0) -> None:
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
 
 
+class _Server(ThreadingHTTPServer):
+    # A reader opens dozens of connections at once; the default backlog of 5
+    # would drop their SYNs and stall each for a second, as no store does.
+    request_queue_size = 128
+
+
 class MotoServer:
     """moto's S3 server in a child process, on a fixed port across restarts."""
 
@@ -188,7 +194,7 @@ class FaultProxy:
 
             do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _handle
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server = _Server(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"

@@ -108,9 +108,16 @@ def test_a_share_of_failed_requests_is_retried(proxy, shards, fault):
     source.fetch([(f, o, memoryview(b)) for f, o, b in requests])
     check(requests, contents)
     injected = sum(1 for *_, action in proxy.seen if action == fault)
-    # Each injected fault costs one retry; a pooled connection the proxy
-    # closed under a fault may cost another.
-    assert 0 < injected <= source.counters.retries <= 2 * injected
+    # A shard's first bytes are fetched once beside its tail, as a hint: a
+    # failed one is not retried (the read that needs them fetches them).
+    heads = sum(1 for *_, byte_range in failed if byte_range == f"bytes=0-{HEAD_BYTES - 1}")
+    # Each other injected fault costs one retry; a pooled connection the
+    # proxy closed under a fault may cost another. A connection dropped
+    # before any answer is sent again by libcurl itself when it was a reused
+    # one (the server may have closed it while idle), so not every drop
+    # reaches the retry count.
+    least = 1 if fault == "drop" else injected - heads
+    assert 0 < least <= source.counters.retries <= 2 * injected
 
 
 @pytest.mark.parametrize("fault", [503, "drop"])
@@ -122,20 +129,30 @@ def test_retries_are_bounded_then_name_the_object(proxy, shards, fault):
     with pytest.raises(sds.StorageError, match=rf"{uris[2]}.* failed 5 times") as raised:
         source.fetch([(2, 100, memoryview(bytearray(10))), (1, 0, memoryview(bytearray(10)))])
     assert time.monotonic() - started < 10
-    assert "SlowDown" in str(raised.value) or "Connection" in str(raised.value)
+    # The last attempt's reason: the store's error code, or what libcurl saw of the connection.
+    assert any(word in str(raised.value) for word in ("SlowDown", "Empty reply", "Connection"))
     assert len(proxy.seen) <= 2 * endpoint_options(proxy.url).max_attempts
 
 
 def test_a_stalled_answer_times_out_and_is_retried(proxy, shards):
     uris, contents = shards
     proxy.stall_seconds = 2.0
-    proxy.reset(lambda n, method, path: "stall" if n == 1 else "pass")
+    stalled: list[str] = []
+
+    def plan(n: int, method: str, path: str, byte_range: object = None) -> object:
+        if byte_range == "bytes=1000-5999" and not stalled:
+            stalled.append(path)
+            return "stall"
+        return "pass"
+
+    proxy.reset(plan)
+    proxy.plan_sees_range = True
     source = fast_source(uris, proxy.url, read_timeout=0.3)
     buffer = bytearray(5000)
     source.size(0)
     source.fetch([(0, 1000, memoryview(buffer))])
     assert bytes(buffer) == contents[0][1000:6000]
-    assert source.counters.retries == 1
+    assert stalled and source.counters.retries == 1
 
 
 def test_a_server_that_stops_and_comes_back(s3_server, shards):
@@ -203,7 +220,7 @@ def test_a_forked_child_reads_with_its_own_client(s3_server, shards):
     uris, contents = shards
     source = S3RangeSource(uris, endpoint_options(s3_server.url))
     source.fetch([(0, 0, memoryview(bytearray(10))), (1, 0, memoryview(bytearray(10)))])
-    parent_client = source._client
+    parent_native = source.native_source
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     child = context.Process(target=_child_reads, args=(source, contents[0], queue))
@@ -211,8 +228,8 @@ def test_a_forked_child_reads_with_its_own_client(s3_server, shards):
     assert queue.get(timeout=60) is True
     child.join(timeout=60)
     assert child.exitcode == 0
-    # The parent's client survived the child untouched.
-    assert source._client is parent_client
+    # The parent's source and its connections survived the child untouched.
+    assert source.native_source is parent_native
     buffer = bytearray(50)
     source.fetch([(2, 5, memoryview(buffer))])
     assert bytes(buffer) == contents[2][5:55]

@@ -16,6 +16,7 @@ enum class ErrorKind {
   kIo,              // the operating system refused a read or an open
   kArgument,        // the caller passed something unusable
   kIndex,           // a window start outside the record it is asked of
+  kStorage,         // an object store refused, failed, or holds other bytes than read before
 };
 
 class ReaderError : public std::runtime_error {

@@ -8,6 +8,9 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <memory>
+
+#include "sources/shard_source.h"
 
 namespace sdsl_python {
 
@@ -20,6 +23,10 @@ void BindShardSet(pybind11::module_& m);
 void BindShardTools(pybind11::module_& m);
 // Annotation rows, read in batches beside their records.
 void BindAnnotationRows(pybind11::module_& m);
+// S3Source: shards in object storage, fetched natively.
+void BindS3Source(pybind11::module_& m);
+// The ShardSource behind `source` when it is a native one (an S3Source), else null.
+std::unique_ptr<sdsl::ShardSource> NativeSourceOf(const pybind11::object& source);
 
 }  // namespace sdsl_python
 

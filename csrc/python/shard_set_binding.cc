@@ -56,6 +56,18 @@ std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths, boo
   if (source.is_none()) {
     return std::make_unique<sdsl::ShardSet>(std::move(paths), verify_checksums, max_open_files);
   }
+  // A source with a native side reads with no Python in the loop.
+  py::object native = source;
+  if (!py::isinstance<py::none>(source) && py::hasattr(source, "native_source")) {
+    native = source.attr("native_source");
+  }
+  if (std::unique_ptr<sdsl::ShardSource> direct = NativeSourceOf(native)) {
+    if (direct->num_files() != paths.size()) {
+      throw py::value_error("the source has " + std::to_string(direct->num_files()) +
+                            " shards, the dataset " + std::to_string(paths.size()));
+    }
+    return std::make_unique<sdsl::ShardSet>(std::move(direct), verify_checksums);
+  }
   return std::make_unique<sdsl::ShardSet>(MakePythonSource(source, paths.size()), verify_checksums);
 }
 

@@ -93,7 +93,7 @@ std::vector<ShardProblem> VerifyShard(const std::string& path) {
       ParseSimpleChunk(chunk, kMaxMaterializedBytes, &scratch.sizes, &parsed);
       MaterializeValues(parsed, &scratch, &values);
     } catch (const ReaderError& error) {
-      if (error.kind() == ErrorKind::kIo) throw;
+      if (error.kind() == ErrorKind::kIo || error.kind() == ErrorKind::kStorage) throw;
       problem.message = error.what();
       problems.push_back(problem);
       continue;

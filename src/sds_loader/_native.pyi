@@ -55,6 +55,35 @@ class _ShardProblem(TypedDict):
     offset: int
     message: str
 
+class S3Source:
+    """Shard byte ranges from S3, fetched natively with ranged GETs."""
+
+    def __init__(
+        self,
+        uris: Sequence[str],
+        urls: Sequence[str],
+        max_attempts: int,
+        backoff_seconds: float,
+        backoff_max_seconds: float,
+        connect_timeout: float,
+        read_timeout: float,
+        requests_in_flight: int,
+        tail_bytes: int,
+        head_bytes: int,
+        readahead_bytes: int,
+        part_bytes: int,
+    ) -> None: ...
+    def set_credentials(self, region: str, access_key: str, secret_key: str, session_token: str) -> None: ...
+    def size(self, file: int) -> int: ...
+    def name(self, file: int) -> str: ...
+    def fetch(self, requests: list[tuple[int, int, _Writable]]) -> None: ...
+    def will_need(self, ranges: Sequence[tuple[int, int, int]]) -> None: ...
+    def open_shards(self, files: Sequence[int]) -> None: ...
+    def wait_readahead(self, seconds: float) -> bool: ...
+    def close(self) -> None: ...
+    @property
+    def counters(self) -> tuple[int, int, int, int]: ...
+
 class ShardSet:
     """The shards of one dataset, read natively."""
 
@@ -63,7 +92,7 @@ class ShardSet:
         paths: Sequence[str],
         verify_checksums: bool,
         max_open_files: int,
-        source: _RangeSource | None = None,
+        source: _RangeSource | S3Source | None = None,
     ) -> None: ...
     def read(
         self,

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from signal_dataset import CorruptDatasetError
 
+# Raised by the native core for object storage, as signal_dataset raises it.
+from signal_dataset import StorageError as StorageError
+
 
 class CorruptShardError(CorruptDatasetError):
     """A shard's bytes fail a hash, a bound or a format check.

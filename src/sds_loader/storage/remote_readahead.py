@@ -8,8 +8,8 @@ trips and can fail; done on the caller's thread it would block a training
 loop on the network and raise StorageError from a hint. So announcements are
 queued here and carried out by one background thread per reader and process:
 it opens the shards, lets the core turn the records into chunk ranges, and
-the byte source fetches those into its small readahead cache, which later
-reads use. Every error is dropped: the read that needs the bytes fetches
+hands those to the byte source, whose own native thread fetches them into its
+bounded readahead cache, which later reads use. Every error is dropped: the read that needs the bytes fetches
 them again and reports what goes wrong.
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -59,8 +60,12 @@ class RemoteReadahead:
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until every queued announcement has been carried out (for tests); False on timeout."""
+        deadline = time.monotonic() + timeout
         with self._idle:
-            return self._idle.wait_for(lambda: self._busy == 0, timeout)
+            if not self._idle.wait_for(lambda: self._busy == 0, timeout):
+                return False
+        # The source fetches what the announcements handed it on a thread of its own.
+        return self._source.wait_readahead(max(deadline - time.monotonic(), 0.0))
 
     def close(self) -> None:
         """Stop taking announcements; the thread ends after the one it is on."""

@@ -26,6 +26,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "content-length"}
 
 
+class _Server(ThreadingHTTPServer):
+    # A reader opens dozens of connections at once; the default backlog of 5
+    # would drop their SYNs and stall each for a second, as no store does.
+    request_queue_size = 128
+
+
 @dataclass(frozen=True)
 class Counts:
     requests: int = 0
@@ -82,7 +88,7 @@ class CountingProxy:
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="counting-proxy", daemon=True)

@@ -1,0 +1,154 @@
+// S3Source for Python: made from resolved URLs and settings, given fresh
+// credentials by the Python side, and handed to ShardSet, which then reads
+// through it with no Python in the loop. Its own fetch and will_need serve
+// the RangeSource protocol for callers that read ranges directly.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "python/bindings.h"
+#include "sources/s3_source.h"
+
+namespace py = pybind11;
+
+namespace sdsl_python {
+namespace {
+
+// ShardSet owns its source; an S3Source is shared with the Python object
+// that sets its credentials and reads its counters.
+class SharedS3Source : public sdsl::ShardSource {
+ public:
+  explicit SharedS3Source(std::shared_ptr<sdsl::S3Source> source) : source_(std::move(source)) {}
+  size_t num_files() const override { return source_->num_files(); }
+  uint64_t Size(size_t file) override { return source_->Size(file); }
+  std::string Name(size_t file) const override { return source_->Name(file); }
+  using sdsl::ShardSource::Fetch;
+  void Fetch(sdsl::RangeRequest* requests, size_t count, const sdsl::FetchPlan& plan) override {
+    source_->Fetch(requests, count, plan);
+  }
+  sdsl::FetchPlan PlanBatch(const sdsl::RangeRequest* ranges, size_t count) override {
+    return source_->PlanBatch(ranges, count);
+  }
+  void WillNeed(const sdsl::RangeRequest* ranges, size_t count) override {
+    source_->WillNeed(ranges, count);
+  }
+
+ private:
+  std::shared_ptr<sdsl::S3Source> source_;
+};
+
+std::shared_ptr<sdsl::S3Source> MakeS3Source(std::vector<std::string> uris,
+                                             std::vector<std::string> urls, int max_attempts,
+                                             double backoff_seconds, double backoff_max_seconds,
+                                             double connect_timeout, double read_timeout,
+                                             size_t requests_in_flight, uint64_t tail_bytes,
+                                             uint64_t head_bytes, uint64_t readahead_bytes,
+                                             uint64_t part_bytes) {
+  if (requests_in_flight < 1) throw py::value_error("requests_in_flight must be at least 1");
+  if (connect_timeout <= 0 || read_timeout <= 0 || backoff_seconds < 0 || backoff_max_seconds < 0) {
+    throw py::value_error("timeouts must be positive and backoff times not negative");
+  }
+  if (tail_bytes < 1 || part_bytes < 1)
+    throw py::value_error("tail_bytes and part_bytes must be positive");
+  sdsl::S3Settings settings;
+  settings.uris = std::move(uris);
+  settings.urls = std::move(urls);
+  settings.max_attempts = max_attempts;
+  settings.backoff_s = backoff_seconds;
+  settings.backoff_max_s = backoff_max_seconds;
+  settings.http.connect_timeout_s = connect_timeout;
+  settings.http.stall_timeout_s = read_timeout;
+  settings.http.max_in_flight = requests_in_flight;
+  settings.tail_bytes = tail_bytes;
+  settings.head_bytes = head_bytes;
+  settings.readahead_bytes = readahead_bytes;
+  settings.part_bytes = part_bytes;
+  return std::make_shared<sdsl::S3Source>(std::move(settings));
+}
+
+void Fetch(sdsl::S3Source& source, const py::list& requests) {
+  std::vector<sdsl::RangeRequest> ranges;
+  std::vector<py::buffer_info> buffers;  // held until the fetch is done
+  ranges.reserve(requests.size());
+  buffers.reserve(requests.size());
+  for (const py::handle item : requests) {
+    const auto request = item.cast<py::tuple>();
+    if (request.size() != 3)
+      throw py::value_error("each request is (file, offset, writable buffer)");
+    buffers.push_back(request[2].cast<py::buffer>().request(/*writable=*/true));
+    sdsl::RangeRequest range;
+    range.file = request[0].cast<size_t>();
+    range.offset = request[1].cast<uint64_t>();
+    range.size = static_cast<uint64_t>(buffers.back().size * buffers.back().itemsize);
+    range.dst = static_cast<uint8_t*>(buffers.back().ptr);
+    if (range.file >= source.num_files()) {
+      throw py::index_error("no shard " + std::to_string(range.file));
+    }
+    ranges.push_back(range);
+  }
+  py::gil_scoped_release release;
+  source.Fetch(ranges.data(), ranges.size());
+}
+
+void WillNeed(sdsl::S3Source& source,
+              const std::vector<std::tuple<size_t, uint64_t, uint64_t>>& wanted) {
+  std::vector<sdsl::RangeRequest> ranges;
+  for (const auto& [file, offset, size] : wanted) {
+    sdsl::RangeRequest range;
+    range.file = file;
+    range.offset = offset;
+    range.size = size;
+    ranges.push_back(range);
+  }
+  py::gil_scoped_release release;
+  source.WillNeed(ranges.data(), ranges.size());
+}
+
+}  // namespace
+
+std::unique_ptr<sdsl::ShardSource> NativeSourceOf(const py::object& source) {
+  if (!py::isinstance<sdsl::S3Source>(source)) return nullptr;
+  return std::make_unique<SharedS3Source>(source.cast<std::shared_ptr<sdsl::S3Source>>());
+}
+
+void BindS3Source(py::module_& m) {
+  py::class_<sdsl::S3Source, std::shared_ptr<sdsl::S3Source>>(
+      m, "S3Source", "Shard byte ranges from S3, fetched natively with ranged GETs")
+      .def(py::init(&MakeS3Source), py::arg("uris"), py::arg("urls"), py::arg("max_attempts"),
+           py::arg("backoff_seconds"), py::arg("backoff_max_seconds"), py::arg("connect_timeout"),
+           py::arg("read_timeout"), py::arg("requests_in_flight"), py::arg("tail_bytes"),
+           py::arg("head_bytes"), py::arg("readahead_bytes"), py::arg("part_bytes"))
+      .def(
+          "set_credentials",
+          [](sdsl::S3Source& source, std::string region, std::string access_key,
+             std::string secret_key, std::string session_token) {
+            source.SetCredentials({std::move(region), std::move(access_key), std::move(secret_key),
+                                   std::move(session_token)});
+          },
+          py::arg("region"), py::arg("access_key"), py::arg("secret_key"), py::arg("session_token"),
+          "Credentials for every request from now on; an empty access key sends them unsigned.")
+      .def("size", &sdsl::S3Source::Size, py::arg("file"), py::call_guard<py::gil_scoped_release>())
+      .def("name", &sdsl::S3Source::Name, py::arg("file"))
+      .def("fetch", &Fetch, py::arg("requests"),
+           "Fills each (file, offset, writable buffer) with those bytes of the shard.")
+      .def("will_need", &WillNeed, py::arg("ranges"),
+           "Starts fetching (file, offset, size) ranges in the background; never raises.")
+      .def("open_shards", &sdsl::S3Source::OpenShards, py::arg("files"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Fetches the footers of these shards that are not open yet, all at once.")
+      .def("wait_readahead", &sdsl::S3Source::WaitForReadahead, py::arg("seconds"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Waits until the ranges announced so far are fetched; False on timeout.")
+      .def("close", &sdsl::S3Source::Close, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("counters", [](const sdsl::S3Source& source) {
+        const sdsl::S3Counters counters = source.counters();
+        return py::make_tuple(counters.requests, counters.bytes, counters.retries,
+                              counters.ahead_hits);
+      });
+}
+
+}  // namespace sdsl_python

@@ -1,0 +1,522 @@
+#include "sources/s3_source.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "base/reader_error.h"
+
+namespace sdsl {
+namespace {
+
+[[noreturn]] void StorageFail(const std::string& message) { Fail(ErrorKind::kStorage, message); }
+
+std::string Replaced(const std::string& uri) {
+  return uri + " was replaced while this reader had it open; its bytes no longer match the footer "
+               "already read. Open the dataset again";
+}
+
+std::string Truncated(const std::string& uri) {
+  return uri + " is shorter than its footer says: it was truncated or replaced";
+}
+
+struct ContentRange {
+  uint64_t first = 0;
+  uint64_t end = 0;  // one past the last byte
+  uint64_t total = 0;
+};
+
+bool ParseNumber(std::string_view text, uint64_t* value) {
+  if (text.empty()) return false;
+  const auto [ptr, error] = std::from_chars(text.data(), text.data() + text.size(), *value);
+  return error == std::errc() && ptr == text.data() + text.size();
+}
+
+// "bytes FIRST-LAST/TOTAL"
+bool ParseContentRange(std::string_view text, ContentRange* range) {
+  if (text.substr(0, 6) != "bytes ") return false;
+  text.remove_prefix(6);
+  const size_t dash = text.find('-');
+  const size_t slash = text.find('/');
+  if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash)
+    return false;
+  uint64_t last = 0;
+  if (!ParseNumber(text.substr(0, dash), &range->first) ||
+      !ParseNumber(text.substr(dash + 1, slash - dash - 1), &last) ||
+      !ParseNumber(text.substr(slash + 1), &range->total) || last < range->first ||
+      last >= range->total) {
+    return false;
+  }
+  range->end = last + 1;
+  return true;
+}
+
+// The <Code> of an S3 error document, or "".
+std::string ErrorCode(const std::string& body) {
+  const size_t open = body.find("<Code>");
+  if (open == std::string::npos) return "";
+  const size_t close = body.find("</Code>", open);
+  if (close == std::string::npos) return "";
+  return body.substr(open + 6, close - open - 6);
+}
+
+bool Transient(long status, const std::string& code) {
+  static const char* const kCodes[] = {
+      "SlowDown",      "Throttling",         "ThrottlingException",  "RequestTimeout",
+      "InternalError", "ServiceUnavailable", "RequestLimitExceeded", "BandwidthLimitExceeded"};
+  if (status == 408 || status == 429 || status == 500 || status == 502 || status == 503 ||
+      status == 504) {
+    return true;
+  }
+  return std::find(std::begin(kCodes), std::end(kCodes), code) != std::end(kCodes);
+}
+
+[[noreturn]] void Permanent(long status, const std::string& code, const std::string& uri) {
+  if (code == "NoSuchKey" || code == "NotFound" || status == 404) {
+    if (code == "NoSuchBucket")
+      StorageFail("the bucket of " + uri + " does not exist at this endpoint");
+    StorageFail(uri + " does not exist. The dataset's manifest names this shard, so it was deleted "
+                      "after publication, or the reader is pointed at another bucket or endpoint");
+  }
+  if (code == "NoSuchBucket")
+    StorageFail("the bucket of " + uri + " does not exist at this endpoint");
+  if (code == "PreconditionFailed" || status == 412) StorageFail(Replaced(uri));
+  if (code == "InvalidRange" || status == 416) StorageFail(Truncated(uri));
+  if (status == 403) {
+    StorageFail("S3 refused to read " + uri + " (" + (code.empty() ? "HTTP 403" : code) +
+                "); check the credentials, their expiry, the bucket policy and the system clock");
+  }
+  StorageFail("reading " + uri +
+              " failed: " + (code.empty() ? "HTTP " + std::to_string(status) : code));
+}
+
+std::string RangeHeader(uint64_t first, uint64_t size) {
+  return "bytes=" + std::to_string(first) + "-" + std::to_string(first + size - 1);
+}
+
+}  // namespace
+
+struct S3Source::Tail {
+  uint64_t start = 0;  // where `data` begins in the shard
+  std::string data;    // the shard's last bytes
+  std::string head;    // its first bytes; empty when `data` holds them or they were not read
+};
+
+// One GET a read needs, with what its answer must be: `size` bytes from
+// `first` (or, for a tail, the last bytes of the object).
+struct S3Get {
+  size_t file = 0;
+  uint64_t first = 0;
+  uint64_t size = 0;
+  bool tail = false;
+  HttpGet http;
+  std::string reason;  // why the last attempt failed, when it may be tried again
+  bool ok = false;     // for an optional GET: whether it got its bytes
+};
+
+// Runs GETs to their end, retrying what may succeed later; throws a storage
+// error for what will not.
+class S3Source::Attempts {
+ public:
+  explicit Attempts(S3Source& source) : source_(source), closes_(source.closes_.load()) {}
+
+  // `optional` GETs go out with the first attempt of `pending`, are never
+  // tried again, and never fail the call: each says in `ok` how it ended.
+  void Run(std::vector<S3Get*> pending, std::vector<S3Get*> optional = {}) {
+    const S3Settings& settings = source_.settings_;
+    std::mt19937_64 jitter(std::random_device{}());
+    for (int attempt = 0; attempt < settings.max_attempts && !pending.empty(); ++attempt) {
+      if (source_.closes_.load() != closes_) {
+        StorageFail("the reader of " + source_.Name(pending.front()->file) +
+                    " was closed during a read");
+      }
+      std::vector<HttpGet*> gets;
+      gets.reserve(pending.size());
+      for (S3Get* get : pending) gets.push_back(&get->http);
+      for (S3Get* get : optional) gets.push_back(&get->http);
+      source_.client_.Perform(gets.data(), gets.size());
+      for (S3Get* get : optional) {
+        try {
+          get->ok = Check(*get);
+        } catch (const ReaderError&) {
+          get->ok = false;
+        }
+      }
+      optional.clear();
+      std::vector<S3Get*> again;
+      for (S3Get* get : pending) {
+        if (!Check(*get)) again.push_back(get);
+      }
+      pending.swap(again);
+      if (!pending.empty() && attempt + 1 < settings.max_attempts) {
+        source_.retries_ += pending.size();
+        const double ceiling =
+            std::min(settings.backoff_max_s,
+                     settings.backoff_s * static_cast<double>(1u << std::min(attempt, 20)));
+        const double delay = std::uniform_real_distribution<double>(ceiling / 2, ceiling)(jitter);
+        std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+      }
+    }
+    if (!pending.empty()) {
+      const S3Get& failed = *pending.front();
+      StorageFail("reading " + source_.Name(failed.file) + " failed " +
+                  std::to_string(settings.max_attempts) +
+                  " times; the last attempt: " + failed.reason);
+    }
+  }
+
+ private:
+  // True when `get` got the bytes it asked for; false (with a reason) when
+  // another attempt may; throws when none will.
+  bool Check(S3Get& get) {
+    const HttpGet& http = get.http;
+    const std::string& uri = source_.Name(get.file);
+    if (http.status == 0) {
+      get.reason = http.failure;
+      return false;
+    }
+    if (http.status != 200 && http.status != 206) {
+      const std::string code = ErrorCode(http.body);
+      if (!Transient(http.status, code)) Permanent(http.status, code, uri);
+      get.reason = "HTTP " + std::to_string(http.status) + (code.empty() ? "" : " " + code);
+      return false;
+    }
+    if (http.overflowed) {
+      get.reason = "the answer held more bytes than were asked for";
+      return false;
+    }
+    ContentRange range;
+    if (http.content_range.empty() && http.status == 200) {
+      range = {0, http.received, http.received};  // the whole object
+    } else if (!ParseContentRange(http.content_range, &range)) {
+      get.reason = "unreadable Content-Range '" + http.content_range + "'";
+      return false;
+    }
+    const Shard shard = source_.ShardOf(get.file);
+    if (shard.known && !shard.etag.empty() && !http.etag.empty() && http.etag != shard.etag) {
+      StorageFail(Replaced(uri));
+    }
+    if (get.tail) {
+      if (range.end != range.total || range.end - range.first != http.received) {
+        get.reason = "asked for the last bytes, got bytes " + std::to_string(range.first) + "-" +
+                     std::to_string(range.end) + " of " + std::to_string(range.total);
+        return false;
+      }
+    } else {
+      if (shard.known && range.total != shard.size) StorageFail(Replaced(uri));
+      const uint64_t expected = get.size;
+      if (range.first != get.first || range.end - range.first != expected ||
+          http.received != expected) {
+        get.reason = "asked for bytes " + std::to_string(get.first) + "-" +
+                     std::to_string(get.first + get.size) + ", got " +
+                     std::to_string(http.received) + " bytes (" + std::to_string(range.first) +
+                     "-" + std::to_string(range.end) + ")";
+        return false;
+      }
+    }
+    source_.requests_ += 1;
+    source_.bytes_ += http.received;
+    return true;
+  }
+
+  S3Source& source_;
+  const uint64_t closes_;
+};
+
+S3Source::S3Source(S3Settings settings)
+    : settings_(std::move(settings)),
+      client_(settings_.http),
+      ahead_(settings_.readahead_bytes),
+      shards_(settings_.urls.size()),
+      readahead_(/*max_pending=*/16) {
+  if (settings_.uris.size() != settings_.urls.size()) {
+    Fail(ErrorKind::kArgument, "an S3 source needs one URI and one URL per shard");
+  }
+  if (settings_.max_attempts < 1) Fail(ErrorKind::kArgument, "max_attempts must be at least 1");
+  StartGuarding();
+}
+
+S3Source::~S3Source() { StopGuarding(); }
+
+void S3Source::LockForFork() { mutex_.lock(); }
+
+void S3Source::UnlockInParent() { mutex_.unlock(); }
+
+void S3Source::ResetInChild() { mutex_.unlock(); }
+
+S3Source::Shard S3Source::ShardOf(size_t file) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return shards_.at(file);
+}
+
+void S3Source::SetCredentials(AwsCredentials credentials) {
+  client_.SetCredentials(std::move(credentials));
+}
+
+S3Counters S3Source::counters() const {
+  S3Counters counters;
+  counters.requests = requests_.load();
+  counters.bytes = bytes_.load();
+  counters.retries = retries_.load();
+  counters.ahead_hits = ahead_hits_.load();
+  return counters;
+}
+
+void S3Source::Close() {
+  ++closes_;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tails_.clear();
+    tail_order_.clear();
+  }
+  ahead_.Clear();
+  client_.DropConnections();
+}
+
+void S3Source::OpenShards(const std::vector<size_t>& files) { OpenTails(files); }
+
+std::vector<std::shared_ptr<const S3Source::Tail>> S3Source::OpenTails(
+    const std::vector<size_t>& files) {
+  std::vector<std::shared_ptr<const Tail>> opened(files.size());
+  std::vector<size_t> wanted;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t k = 0; k < files.size(); ++k) {
+      if (files[k] >= shards_.size())
+        Fail(ErrorKind::kArgument, "no shard " + std::to_string(files[k]));
+      auto found = tails_.find(files[k]);
+      if (found != tails_.end()) {
+        opened[k] = found->second;
+      } else if (std::find(wanted.begin(), wanted.end(), files[k]) == wanted.end()) {
+        wanted.push_back(files[k]);
+      }
+    }
+  }
+  if (wanted.empty()) return opened;
+  // Each shard's tail and first bytes, all in flight at once. A head that
+  // fails costs nothing (the core's own read of those bytes fetches and
+  // reports), so heads get the tails' first attempt and no other.
+  std::vector<S3Get> tails(wanted.size());
+  std::vector<S3Get> heads(wanted.size());
+  std::vector<S3Get*> required;
+  std::vector<S3Get*> optional;
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    S3Get& tail = tails[k];
+    tail.file = wanted[k];
+    tail.tail = true;
+    tail.http.url = settings_.urls[wanted[k]];
+    tail.http.range = "bytes=-" + std::to_string(settings_.tail_bytes);
+    tail.http.body_limit = settings_.tail_bytes;
+    required.push_back(&tail);
+    S3Get& head = heads[k];
+    head.file = wanted[k];
+    head.size = settings_.head_bytes;
+    head.http.url = settings_.urls[wanted[k]];
+    head.http.range = RangeHeader(0, settings_.head_bytes);
+    head.http.body_limit = settings_.head_bytes;
+    optional.push_back(&head);
+  }
+  Attempts(*this).Run(std::move(required), std::move(optional));
+
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    const size_t file = wanted[k];
+    const HttpGet& http = tails[k].http;
+    ContentRange range{0, http.received, http.received};
+    if (!http.content_range.empty()) ParseContentRange(http.content_range, &range);
+    Shard& shard = shards_[file];
+    if (shard.known && (shard.etag != http.etag || shard.size != range.total)) {
+      StorageFail(Replaced(Name(file)));
+    }
+    shard.known = true;
+    shard.size = range.total;
+    shard.etag = http.etag;
+    auto tail = std::make_shared<Tail>();
+    tail->start = range.first;
+    tail->data = http.body;
+    const S3Get& head = heads[k];
+    if (tail->start > 0 && head.ok && head.http.etag == http.etag) tail->head = head.http.body;
+    tails_[file] = tail;
+    tail_order_.erase(std::remove(tail_order_.begin(), tail_order_.end(), file), tail_order_.end());
+    tail_order_.push_back(file);
+    for (size_t j = 0; j < files.size(); ++j) {
+      if (files[j] == file) opened[j] = tail;
+    }
+  }
+  while (tail_order_.size() > settings_.tail_cache_shards) {
+    tails_.erase(tail_order_.front());
+    tail_order_.erase(tail_order_.begin());
+  }
+  return opened;
+}
+
+std::shared_ptr<const S3Source::Tail> S3Source::TailOf(size_t file) { return OpenTails({file})[0]; }
+
+uint64_t S3Source::Size(size_t file) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Shard& shard = shards_.at(file);
+    if (shard.known) return shard.size;
+  }
+  TailOf(file);
+  return ShardOf(file).size;
+}
+
+FetchPlan S3Source::PlanBatch(const RangeRequest* /*ranges*/, size_t /*count*/) {
+  FetchPlan plan;
+  plan.gather_bytes = uint64_t{16} << 20;
+  return plan;
+}
+
+void S3Source::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*plan*/) {
+  // What the tail, the head and the readahead cache do not hold is fetched:
+  // back-to-back requests of one shard as one range, long ranges in parts.
+  std::vector<RangeRequest> rest;
+  for (size_t k = 0; k < count; ++k) {
+    RangeRequest request = requests[k];
+    if (request.size == 0) continue;
+    const std::shared_ptr<const Tail> tail = TailOf(request.file);
+    const Shard shard = ShardOf(request.file);
+    if (request.offset > shard.size || request.size > shard.size - request.offset) {
+      StorageFail(Name(request.file) + " holds " + std::to_string(shard.size) + " bytes; bytes " +
+                  std::to_string(request.offset) + "-" +
+                  std::to_string(request.offset + request.size) +
+                  " were asked for. The shard is shorter than its footer says: it was truncated or "
+                  "replaced");
+    }
+    const uint64_t end = request.offset + request.size;
+    if (end <= tail->head.size()) {
+      std::memcpy(request.dst, tail->head.data() + request.offset, request.size);
+      continue;
+    }
+    if (end > tail->start) {
+      const uint64_t split = request.offset >= tail->start ? 0 : tail->start - request.offset;
+      std::memcpy(request.dst + split, tail->data.data() + (request.offset + split - tail->start),
+                  request.size - split);
+      request.size = split;
+      if (split == 0) continue;
+    }
+    if (ahead_.CopyOut(request.file, request.offset, request.size, shard.etag, request.dst,
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(settings_.http.stall_timeout_s)))) {
+      ++ahead_hits_;
+      continue;
+    }
+    rest.push_back(request);
+  }
+  if (!rest.empty()) FetchParts(rest);
+}
+
+void S3Source::FetchParts(std::vector<RangeRequest>& requests) {
+  std::vector<S3Get> gets;
+  gets.reserve(requests.size() + 8);
+  auto add_part = [&](size_t file, uint64_t offset, uint64_t size, uint8_t* dst, bool extend) {
+    if (extend) {
+      S3Get& last = gets.back();
+      last.size += size;
+      last.http.spans.push_back({dst, size});
+      return;
+    }
+    S3Get get;
+    get.file = file;
+    get.first = offset;
+    get.size = size;
+    get.http.url = settings_.urls[file];
+    get.http.spans.push_back({dst, size});
+    gets.push_back(std::move(get));
+  };
+  for (const RangeRequest& request : requests) {
+    uint64_t done = 0;
+    while (done < request.size) {
+      const uint64_t offset = request.offset + done;
+      const bool follows = !gets.empty() && gets.back().file == request.file &&
+                           gets.back().first + gets.back().size == offset &&
+                           gets.back().size < settings_.part_bytes;
+      const uint64_t room =
+          follows ? settings_.part_bytes - gets.back().size : settings_.part_bytes;
+      const uint64_t take = std::min(room, request.size - done);
+      add_part(request.file, offset, take, request.dst + done, follows);
+      done += take;
+    }
+  }
+  std::vector<S3Get*> pending;
+  for (S3Get& get : gets) {
+    const Shard shard = ShardOf(get.file);
+    get.http.range = RangeHeader(get.first, get.size);
+    get.http.if_match = shard.etag;
+    pending.push_back(&get);
+  }
+  Attempts(*this).Run(std::move(pending));
+}
+
+void S3Source::WillNeed(const RangeRequest* ranges, size_t count) {
+  std::vector<AheadCache::Wanted> wanted;
+  for (size_t k = 0; k < count; ++k) {
+    if (ranges[k].file >= shards_.size()) continue;
+    // Long runs in parts, so that they come over several connections.
+    for (uint64_t done = 0; done < ranges[k].size; done += settings_.part_bytes) {
+      wanted.push_back({ranges[k].file, ranges[k].offset + done,
+                        std::min(settings_.part_bytes, ranges[k].size - done)});
+    }
+  }
+  if (wanted.empty()) return;
+  try {
+    readahead_.Post([this, wanted = std::move(wanted)]() mutable { ReadAhead(std::move(wanted)); });
+  } catch (...) {
+    // A hint that cannot be queued is dropped.
+  }
+}
+
+bool S3Source::WaitForReadahead(double seconds) {
+  // Tasks run in order: a marker posted now runs after every earlier hint.
+  auto marker = std::make_shared<std::promise<void>>();
+  std::future<void> reached = marker->get_future();
+  if (!readahead_.Post([marker] { marker->set_value(); })) return false;
+  return reached.wait_for(std::chrono::duration<double>(seconds)) == std::future_status::ready;
+}
+
+void S3Source::ReadAhead(std::vector<AheadCache::Wanted> wanted) {
+  std::vector<std::shared_ptr<AheadRange>> ranges;
+  size_t finished = 0;
+  try {
+    ranges = ahead_.Reserve(wanted);
+    if (ranges.empty()) return;
+    std::vector<HttpGet> gets(ranges.size());
+    std::vector<HttpGet*> pointers;
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      AheadRange& range = *ranges[k];
+      gets[k].url = settings_.urls[range.file];
+      gets[k].range = RangeHeader(range.offset, range.data.size());
+      gets[k].if_match = ShardOf(range.file).etag;
+      gets[k].spans.push_back({range.data.data(), range.data.size()});
+      pointers.push_back(&gets[k]);
+    }
+    client_.Perform(pointers.data(), pointers.size());
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      AheadRange& range = *ranges[k];
+      const HttpGet& http = gets[k];
+      ContentRange answered;
+      const bool whole =
+          (http.status == 200 || http.status == 206) && !http.overflowed &&
+          ParseContentRange(http.content_range, &answered) && answered.first == range.offset &&
+          answered.end == range.offset + range.data.size() && http.received == range.data.size();
+      if (whole) {
+        requests_ += 1;
+        bytes_ += http.received;
+      }
+      range.etag = http.etag;
+      ahead_.Finish(ranges[k], whole);
+      ++finished;
+    }
+  } catch (...) {
+    // A hint never fails; the read that needs these bytes fetches them.
+    for (size_t k = finished; k < ranges.size(); ++k) ahead_.Finish(ranges[k], false);
+  }
+}
+
+}  // namespace sdsl
