@@ -8,8 +8,9 @@
 #
 # The codecs (zstd, snappy, brotli) and HighwayHash are linked from static
 # archives (see CMakeLists.txt), so the extension needs only the C and C++
-# runtimes, which manylinux allows; auditwheel checks that, bundles anything
-# else it finds, and names the oldest glibc the wheel runs on.
+# runtimes, which manylinux allows, and libcurl (object storage), which with
+# its TLS and HTTP stack is a shared library: auditwheel grafts it and what it
+# loads into sds_loader.libs/, and names the oldest glibc the wheel runs on.
 #
 # Python: $PYTHON, else the project's .venv, else python3. It needs what
 # `bash scripts/bootstrap.sh` installs (scikit-build-core, pybind11, ninja)
