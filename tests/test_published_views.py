@@ -22,6 +22,7 @@ import signal_dataset as sds
 import torch
 from annotation_factory import COUNT, MODULATIONS, write_annotated
 from native_required import _native  # noqa: F401 - a build without it fails the run (conftest.py)
+from s3_fixtures import s3_dataset, s3_server  # noqa: F401 - fixtures
 from torch.utils.data import DataLoader, get_worker_info
 
 from sds_loader import Annotations, BatchReader, Window
@@ -309,3 +310,20 @@ def test_workers_read_a_view_with_its_annotations(views: dict[str, str], context
             assert got.tobytes() == (b"" if want is None else want.tobytes())
         seen.extend(batch["ordinal"].tolist())
     assert seen == list(range(len(opened)))
+
+
+def test_a_view_in_object_storage_reads_the_sources_shards_natively(s3_dataset: tuple[str, str]) -> None:
+    # The view's manifests name the source's shards by absolute s3:// URI.
+    uri, _ = s3_dataset
+    view = uri.rstrip("/") + "-view"
+    picked = [40, 3, 17, 18, 19, 2, 47]
+    sds.open(uri).select(picked).publish(view, dataset_id="s3-view", snapshot_id="v1")
+    reader = BatchReader(view, targets=("label",))
+    assert reader.native_unavailable_reason is None
+    batch = reader.read([6, 0, 3, 2, 4])
+    opened = sds.open(view)
+    for row, ordinal in enumerate([6, 0, 3, 2, 4]):
+        assert batch["samples"][row].tobytes() == opened[ordinal]["samples"].data.tobytes()
+        assert batch["label"][row] == opened[ordinal].metadata["label"]
+    assert reader.stats.fallback_records == 0 and reader.stats.native_records == 5
+    assert reader.stats.fetch_requests > 0
