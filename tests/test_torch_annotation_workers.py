@@ -125,9 +125,19 @@ def test_workers_deliver_every_row_as_signal_dataset_stores_it(
 
 
 @pytest.mark.parametrize("mode", list(MODES))
-def test_the_pin_step_keeps_every_row(root: str, truth: tuple[sds.Dataset, Any], mode: str) -> None:
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_the_pin_step_keeps_every_row(
+    root: str, truth: tuple[sds.Dataset, Any], context: str, mode: str
+) -> None:
     dataset = make(root, mode)
-    loader = DataLoader(dataset, batch_size=5, num_workers=2, collate_fn=collate, pin_memory=True)
+    loader = DataLoader(
+        dataset,
+        batch_size=5,
+        num_workers=2,
+        collate_fn=collate,
+        pin_memory=True,
+        multiprocessing_context=context,
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         batches = list(loader)
@@ -157,16 +167,16 @@ def test_pinned_batches_copy_to_the_device_intact(root: str, truth: tuple[sds.Da
         check_rows(rows_of(back, "ragged"), truth, dataset)
 
 
-def run_epoch(loader: Any) -> list[list[dict[str, Any]]]:
-    return [rows_of(batch, "ragged") for batch in loader]
-
-
+@pytest.mark.parametrize("mode", list(MODES))
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_sampler_resumed_mid_epoch_yields_the_rows_of_an_uninterrupted_run(
-    root: str, truth: tuple[sds.Dataset, Any], workers: int
+    root: str, truth: tuple[sds.Dataset, Any], workers: int, mode: str
 ) -> None:
+    def run_epoch(loader: Any) -> list[list[dict[str, Any]]]:
+        return [rows_of(batch, mode) for batch in loader]
+
     def make_loader() -> tuple[ShardAwareSampler, Any]:
-        dataset = make(root, "ragged")
+        dataset = make(root, mode)
         sampler = ShardAwareSampler(dataset, seed=11, run_length=4, runs_mixed=2)
         # With workers the sampler runs ahead of the batches seen: torchdata's
         # loader keeps its state as of the batch it hands out (see the README).
@@ -185,7 +195,7 @@ def test_a_sampler_resumed_mid_epoch_yields_the_rows_of_an_uninterrupted_run(
     loader.dataset.set_epoch(1)
     before: list[list[dict[str, Any]]] = []
     for batch in loader:
-        before.append(rows_of(batch, "ragged"))
+        before.append(rows_of(batch, mode))
         if len(before) == 3:
             state = loader.state_dict() if workers else sampler.state_dict()
             break
