@@ -4,7 +4,7 @@ array_record, which signal_dataset reads and writes shards with, leaves a
 process in a state that crashes persistent DataLoader workers forked from it
 (reproduced here with a dataset in S3). Here the main process first reads
 through every path that still uses signal_dataset's reader (transposed chunks
-on disk and in S3, a reference dataset, single records and batches,
+on disk and in S3, a reference dataset of transposed shards, single records and batches,
 BatchReader and SDSTorchDataset alike), then iterates a DataLoader with two
 forked persistent workers over each of those datasets for two epochs, and
 checks every batch against signal_dataset (read in a separate process, so
@@ -38,7 +38,8 @@ def fallback_datasets(s3_server, tmp_path_factory) -> dict[str, str]:
     write_dataset(transposed, 24, capture, records_per_shard=8, writer_options=TRANSPOSED)
     in_s3 = upload_dataset(s3_server, transposed, "fork-transposed")
     source = tmp_path_factory.mktemp("fork-source")
-    write_dataset(source, 24, capture, records_per_shard=8)
+    # A view of plain shards is read natively; of transposed ones, by signal_dataset.
+    write_dataset(source, 24, capture, records_per_shard=8, writer_options=TRANSPOSED)
     reference = tmp_path_factory.mktemp("fork-reference") / "published"
     sds.open(os.fspath(source)).select(list(range(23, -1, -1))).publish(
         os.fspath(reference), dataset_id="reversed", snapshot_id="v1"

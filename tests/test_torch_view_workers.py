@@ -1,10 +1,11 @@
-"""SDSTorchDataset over a reference dataset (served by signal_dataset) in persistent workers.
+"""SDSTorchDataset over a reference dataset in persistent forked workers.
 
-Such a dataset cannot be read natively, so every batch goes through
-signal_dataset's reader. array_record's reader crashes a persistent forked
-worker when the parent process read records before forking, so the dataset
-must not read any record in the parent on its own account. The loop runs in a
-child interpreter so that a crash fails this test instead of the suite.
+A view of plain shards is read natively; a view of transposed shards has
+its records served by signal_dataset's reader. array_record's reader crashes
+a persistent forked worker when the parent process read records before
+forking, so the dataset must not read any record in the parent on its own
+account. The loop runs in a child interpreter so that a crash fails this
+test instead of the suite.
 """
 
 from __future__ import annotations
@@ -47,10 +48,12 @@ SCRIPT = textwrap.dedent(
 ).format(records=RECORDS)
 
 
-@pytest.fixture(scope="module")
-def view_root(tmp_path_factory) -> str:
+@pytest.fixture(scope="module", params=[None, "group_size:1,transpose:true"], ids=["plain", "transposed"])
+def view_root(request, tmp_path_factory) -> str:
     source = tmp_path_factory.mktemp("source")
-    write_dataset(source, RECORDS, lambda i: capture(i, samples=512), records_per_shard=16)
+    write_dataset(
+        source, RECORDS, lambda i: capture(i, samples=512), records_per_shard=16, writer_options=request.param
+    )
     order = [int(i) for i in np.random.default_rng(7).permutation(RECORDS)]
     view = os.fspath(tmp_path_factory.mktemp("view") / "view")
     sds.open(os.fspath(source)).select(order).publish(view, dataset_id="view", snapshot_id="v1")

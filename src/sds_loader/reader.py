@@ -231,9 +231,11 @@ class BatchReader:
     `signal_dataset.open`, and by default the store comes from signal_dataset's
     registry, as it does for `signal_dataset.open(uri)`.
 
-    Shards the native core cannot read (transposed chunks, reference datasets,
-    `gs://` roots) are served by signal_dataset's reader, in a helper process,
-    with identical results; `stats` counts which path served each record.
+    A reference dataset (a published `DatasetView`) is read natively from the
+    shards its manifests name. Shards the native core cannot read (transposed
+    chunks, `gs://` roots) are served by signal_dataset's reader, in a helper
+    process, with identical results; `stats` counts which path served each
+    record.
     """
 
     def __init__(

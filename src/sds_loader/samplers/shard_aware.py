@@ -66,9 +66,9 @@ With ``shuffle=False`` the order is the dataset's own: the best locality, no
 mixing (an evaluation pass, say).
 
 Where records live comes from signal_dataset's addressing
-(``read_instructions``) only. A dataset it cannot address (a reference
-dataset, or a wrapper with no ``uri``) is cut into runs of consecutive
-ordinals instead.
+(``read_instructions``, or a reference dataset's manifests; see
+`sds_loader.addressing`) only. A dataset it cannot address (a wrapper with
+no ``uri``) is cut into runs of consecutive ordinals instead.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _stored_runs(dataset: object) -> tuple[int, np.ndarray, np.ndarray]:
         opened = sds.open(os.fspath(uri))
         try:
             table = shard_table(opened)
-        except ValueError:  # a reference dataset: records index another's shards
+        except ValueError:  # signal_dataset no longer resolves a reference dataset as read here
             count = len(opened)
         else:
             return int(table.starts[-1]), table.starts, table.skips[:-1]

@@ -1,7 +1,7 @@
 """Serve records through signal_dataset's own reader, in a helper process.
 
-Used where the native core cannot: transposed chunks, reference datasets whose
-shards `read_instructions` refuses to address, and roots in stores the native
+Used where the native core cannot: transposed chunks (of a dataset's own
+shards or of those a reference dataset names) and roots in stores the native
 core has no source for (`gs://`). The results are the same arrays, filled in
 the same output slots, so a caller cannot tell which path served a record
 except through `BatchReader.stats`.

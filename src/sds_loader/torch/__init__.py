@@ -39,6 +39,7 @@ from sds_loader.samplers import LengthBucketSampler, MixtureSampler, ShardAwareS
 from sds_loader.shared_epoch import SharedEpoch
 from sds_loader.storage.stores import portable
 from sds_loader.torch.buffers import BufferSource, PagePool, PinnedSource, read_tensors
+from sds_loader.torch.extras import Kind, extra_kinds
 from sds_loader.torch.ring import DEFAULT_BLOCKS, RingBatch, WorkerRing, _Block
 from sds_loader.windows import Window, length_key
 
@@ -419,20 +420,15 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             return Batch(tensors, next(iter(tensors.values())).shape[0], ring_block=block)
         ragged: dict[str, object] = {}
         offsets_of: dict[str, str] = {}
-        for spec in self._annotations:
-            for key in spec.keys():
-                if spec.max_items is None and not key.endswith((".status", ".offsets")):
-                    ragged[key] = by_source[key]
-                    offsets_of[key] = f"{spec.name}.offsets"
-                elif key.endswith(".offsets"):
-                    ragged[key] = by_source[key]
-                else:
-                    tensors[key] = by_source[key]
-        for key in self._extras:
-            if key == "id":
-                ragged["id"] = ids[0]
-            else:
+        for key, kind in extra_kinds(self._annotations, self._extras).items():
+            if kind.kind == "row":
                 tensors[key] = by_source[key]
+            elif kind.kind == "ids":
+                ragged[key] = ids[0]
+            else:
+                ragged[key] = by_source[key]
+                if kind.offsets is not None:
+                    offsets_of[key] = kind.offsets
         return Batch(tensors, len(indices), ring_block=block, ragged=ragged, offsets_of=offsets_of)
 
     # -- reading into another's buffers (sds_loader.torch.mixture) ------------
@@ -453,10 +449,14 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
     def _row_layout(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """Output key -> (shape of one row, dtype), as every batch of this dataset delivers it.
 
-        Learnt from the reader's layout (record 0's, or the last batch's), so
-        a dataset whose records differ in shape, read without a window, may
-        deliver another layout in a later batch; `_read_rows_into` then fails
-        naming the difference.
+        Fields, targets and window lengths are learnt from the reader's layout
+        (record 0's, or the last batch's), so a dataset whose records differ in
+        shape, read without a window, may deliver another layout in a later
+        batch; `_read_rows_into` then fails naming the difference. Class
+        labels, annotation values with one row per record (status, counts,
+        padded fields) and ``ordinal``/``start`` are learnt from a read of
+        record 0. Ragged annotation items and ids have no row shape: see
+        `_ragged_layout`.
         """
         window = self._window
         schema = self._open().reader.schema
@@ -472,17 +472,73 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         }
         by_name.update({target.key: ((), target.dtype) for target in schema.targets})
         by_name.update({length_key(name): ((), np.dtype(np.int64)) for name in schema.lengths})
-        return {key: by_name[name] for key, name in self._sources().items() if name in by_name}
+        layout = {key: by_name[name] for key, name in self._sources().items() if name in by_name}
+        if self._needs_extras():
+            first = self._first_extras()
+            for key, name in self._extra_sources().items():
+                if self._extra_kind(key).kind == "row":
+                    layout[key] = (tuple(first[name].shape[1:]), first[name].dtype)
+        return layout
 
-    def _read_rows_into(self, indices: np.ndarray, out: Mapping[str, np.ndarray]) -> None:
-        """Read `indices` in one native call into `out` (output key -> C-contiguous rows)."""
+    def _ragged_layout(self) -> dict[str, tuple[Kind, tuple[int, ...], np.dtype | None]]:
+        """Ragged key -> (its kind, shape of one item, dtype): items, offsets and ids (dtype None)."""
+        if not self._needs_extras():
+            return {}
+        first = self._first_extras()
+        out: dict[str, tuple[Kind, tuple[int, ...], np.dtype | None]] = {}
+        for key, kind in extra_kinds(self._annotations, self._extras).items():
+            if kind.kind == "items" or kind.kind == "offsets":
+                out[key] = (kind, tuple(first[key].shape[1:]), first[key].dtype)
+            elif kind.kind == "ids":
+                out[key] = (kind, (), None)
+        return out
+
+    def _needs_extras(self) -> bool:
+        return bool(self._annotations or self._extras or self._open().reader.labels)
+
+    def _extra_kind(self, key: str) -> Kind:
+        return extra_kinds(self._annotations, self._extras).get(key, Kind("row"))
+
+    def _extra_sources(self) -> dict[str, str]:
+        """Output key -> reader name of every key the reader returns beside its schema's:
+        class labels (under their output key), annotation keys and extras."""
+        labels = self._open().reader.labels
+        sources = {key: name for key, name in self._targets.items() if name in labels}
+        sources.update({key: key for key in extra_kinds(self._annotations, self._extras)})
+        return sources
+
+    def _first_extras(self) -> dict[str, np.ndarray]:
+        """What a read of record 0 returns beside the schema's arrays, by reader name."""
+        reader = self._open().reader
+        first = np.zeros(1, dtype=np.int64)
+        arrays = reader.read(first, starts=self._starts(reader, first))
+        names = set(self._extra_sources().values())
+        return {name: array for name, array in arrays.items() if name in names}
+
+    def _read_rows_into(self, indices: np.ndarray, out: Mapping[str, np.ndarray]) -> dict[str, object]:
+        """Read `indices` in one native call into `out` (output key -> C-contiguous rows).
+
+        `out` holds every key of `_row_layout`: fields and targets are read
+        straight into it, labels and per-row annotation values are copied in
+        after. Returns the ragged keys (items, offsets, ids) as read.
+        """
         reader = self._open().reader
         sources = self._sources()
-        reader.read(
+        extra = self._extra_sources()
+        arrays = reader.read(
             indices,
-            out={sources[key]: array for key, array in out.items()},
+            out={sources[key]: array for key, array in out.items() if key not in extra},
             starts=self._starts(reader, indices),
         )
+        ragged: dict[str, object] = {}
+        for key, name in extra.items():
+            if key in out:
+                out[key][...] = arrays[name]
+            elif key == "id":
+                ragged[key] = arrays[name].tolist()
+            else:
+                ragged[key] = arrays[name]
+        return ragged
 
     #: Grain's batched-read hook for random-access sources is spelled ``_getitems``.
     _getitems = __getitems__

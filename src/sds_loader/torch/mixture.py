@@ -22,6 +22,13 @@ one native read of that member. Where a member's part lands matters:
   an output row per record, which it does not (yet).
 
 Rows always come back in the order asked.
+
+Annotation rows, class labels and ``extras=`` given to the members arrive in
+mixed batches too, when every member delivers the same keys (checked when the
+mixture is made, like the fields): values with one row per record are read
+into their rows like fields, and ragged annotation items and ids are merged in
+batch order (`sds_loader.torch.extras`), so each set's offsets cut the batch's
+items as they would one member's.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ from torch.utils.data import get_worker_info as _get_worker_info
 from sds_loader.indices import normalize
 from sds_loader.outputs import Allocator
 from sds_loader.torch.buffers import BufferSource, read_tensors
+from sds_loader.torch.extras import merge_ragged
+from sds_loader.torch.mixture_layout import agreed_layout
 from sds_loader.torch.ring import DEFAULT_BLOCKS
 
 if TYPE_CHECKING:
@@ -46,9 +55,6 @@ if TYPE_CHECKING:
     from sds_loader.torch.ring import _Block
 
 __all__ = ["Mixture"]
-
-#: Output key -> (shape of one row, dtype).
-RowLayout = dict[str, tuple[tuple[int, ...], np.dtype]]
 
 
 class _ProcessLocal:
@@ -133,7 +139,7 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
             raise ValueError(f"worker_blocks must be zero or a positive integer, not {worker_blocks!r}")
         self._pin_memory = bool(pin_memory)
         self._worker_blocks = worker_blocks
-        self._layout = _agreed_layout(self._datasets)
+        self._layout, self._ragged = agreed_layout(self._datasets)
         self._local: _ProcessLocal | None = None
 
     # -- process-local state ------------------------------------------------
@@ -187,8 +193,8 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
 
     @property
     def keys(self) -> tuple[str, ...]:
-        """The keys of every sample and batch, as member 0 orders them."""
-        return tuple(self._layout)
+        """The keys of every sample and batch, as member 0 orders them (ragged keys last)."""
+        return (*self._layout, *self._ragged)
 
     @property
     def buffers(self) -> str:
@@ -246,39 +252,48 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
         count = int(members.size)
         layout = self._layout
 
+        parts: list[tuple[np.ndarray, dict[str, object]]] = []
+
         def read(allocate: Allocator) -> dict[str, np.ndarray]:
             arrays = {key: allocate((count, *shape), dtype) for key, (shape, dtype) in layout.items()}
             for member in _in_order_of_appearance(members):
                 rows = np.flatnonzero(members == member)
-                self._read_member(member, records[rows], rows, arrays)
+                parts.append((rows, self._read_member(member, records[rows], rows, arrays)))
             return arrays
 
         tensors, ring_block = read_tensors(read, self._source())
         # A worker's ring (the only source that carries anything) carries its block.
         block = cast("_Block | None", ring_block)
-        return Batch(tensors, count, ring_block=block)
+        if not self._ragged:
+            return Batch(tensors, count, ring_block=block)
+        kinds = {key: kind for key, (kind, _, _) in self._ragged.items()}
+        ragged: dict[str, object] = {}
+        for key, value in merge_ragged(parts, count, kinds).items():
+            ragged[key] = _torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+        offsets_of = {key: kind.offsets for key, kind in kinds.items() if kind.offsets is not None}
+        return Batch(tensors, count, ring_block=block, ragged=ragged, offsets_of=offsets_of)
 
     #: Grain's batched-read hook for random-access sources is spelled ``_getitems``.
     _getitems = __getitems__
 
     def _read_member(
         self, member: int, records: np.ndarray, rows: np.ndarray, arrays: dict[str, np.ndarray]
-    ) -> None:
-        """Read member `member`'s `records` into `rows` of `arrays`, in one native call."""
+    ) -> dict[str, object]:
+        """Read member `member`'s `records` into `rows` of `arrays`, in one native call;
+        return its ragged keys (annotation items, offsets, ids) in its own row order."""
         dataset = self._datasets[member]
         first, last = int(rows[0]), int(rows[-1])
         together = last - first + 1 == rows.size
         try:
             if together:
                 # Rows first..last of a C-contiguous array are themselves C-contiguous.
-                dataset._read_rows_into(
+                return dataset._read_rows_into(
                     records, {key: array[first : last + 1] for key, array in arrays.items()}
                 )
-                return
             scratch = {
                 key: np.empty((rows.size, *array.shape[1:]), array.dtype) for key, array in arrays.items()
             }
-            dataset._read_rows_into(records, scratch)
+            ragged = dataset._read_rows_into(records, scratch)
         except ValueError as error:
             if str(error).startswith("out["):  # this batch's layout is not the one agreed on
                 raise ValueError(
@@ -290,6 +305,7 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
             raise
         for key, array in arrays.items():
             array[rows] = scratch[key]
+        return ragged
 
     def __repr__(self) -> str:
         members = ", ".join(
@@ -328,41 +344,3 @@ def _normalised_weights(weights: Sequence[float], count: int) -> tuple[float, ..
     if total <= 0:
         raise ValueError("the weights sum to 0; give at least one dataset a positive weight")
     return tuple(value / total for value in checked)
-
-
-def _describe(shape: tuple[int, ...], dtype: np.dtype) -> str:
-    return f"{dtype} {shape}"
-
-
-def _agreed_layout(datasets: Sequence[SDSTorchDataset]) -> RowLayout:
-    """The one row layout every member delivers, or ValueError naming the member and key that differ."""
-    layouts: list[RowLayout] = []
-    for position, dataset in enumerate(datasets):
-        try:
-            layouts.append(dataset._row_layout())
-        except ValueError as error:
-            raise ValueError(f"mixture member {position} ({dataset.uri}): {error}") from None
-    first = layouts[0]
-    for position, layout in enumerate(layouts[1:], start=1):
-        uri = datasets[position].uri
-        if set(layout) != set(first):
-            missing = sorted(set(first) - set(layout))
-            extra = sorted(set(layout) - set(first))
-            raise ValueError(
-                f"mixture member {position} ({uri}) delivers keys {sorted(layout)}, member 0 "
-                f"({datasets[0].uri}) {sorted(first)}"
-                + (f"; {position} lacks {missing}" if missing else "")
-                + (f"; {position} adds {extra}" if extra else "")
-                + ". Map the same output keys in every member with inputs=, target=, fields= and targets="
-            )
-        for key, (shape, dtype) in first.items():
-            other_shape, other_dtype = layout[key]
-            if other_dtype != dtype or other_shape != shape:
-                raise ValueError(
-                    f"mixture member {position} ({uri}) delivers {key!r} as "
-                    f"{_describe(other_shape, other_dtype)}, member 0 ({datasets[0].uri}) as "
-                    f"{_describe(shape, dtype)}; a batch holds one tensor per key, so the members must "
-                    "agree: select fields that agree, or, when only a length differs, give each member "
-                    "a sds_loader.Window of one length"
-                )
-    return first
