@@ -67,8 +67,8 @@ class ShapingProxy:
         self.latency_ms = float(latency_ms)
         self.bandwidth = None if bandwidth is None else float(bandwidth)
         context = multiprocessing.get_context("spawn")
-        self._requests: Synchronized[int] = context.Value("q", 0)  # type: ignore[assignment]
-        self._body_bytes: Synchronized[int] = context.Value("q", 0)  # type: ignore[assignment]
+        self._requests: Synchronized[int] = context.Value("q", 0)
+        self._body_bytes: Synchronized[int] = context.Value("q", 0)
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", 0))
@@ -236,7 +236,9 @@ class _Shaper:
                 left -= len(piece)
             await self._send(out, pacer, piece, len(piece))
 
-    async def _relay_chunked(self, up_in: asyncio.StreamReader, out: asyncio.StreamWriter, pacer: _Pacer) -> None:
+    async def _relay_chunked(
+        self, up_in: asyncio.StreamReader, out: asyncio.StreamWriter, pacer: _Pacer
+    ) -> None:
         while True:
             size_line = await up_in.readuntil(b"\r\n")
             size = int(size_line.split(b";", 1)[0].strip(), 16)
