@@ -338,7 +338,12 @@ def _counting_endpoint(dataset: sds.Dataset) -> tuple[str | None, str]:
     store = dataset.object_store
     if type(store) is not S3ObjectStore:
         return None, f"not counted: the store is a {type(store).__name__}, not signal_dataset's S3 store"
-    endpoint = store.options.endpoint_url
+    # An endpoint not in the store's settings is boto3's from the environment, if any.
+    endpoint = (
+        store.options.endpoint_url
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+    )
     if not endpoint or not endpoint.startswith("http://"):
         return None, (
             f"not counted: the endpoint {endpoint or 'AWS (https)'} is not plain http://, "

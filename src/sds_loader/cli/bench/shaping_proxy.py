@@ -21,22 +21,24 @@ request unchanged, the Host header included, so a signed request still
 verifies. A request is counted when it arrives and a body's bytes before
 they are sent, so once a reader has its answer the counts include it.
 
-It runs in a child process of its own (one asyncio thread), so that its work
-is not charged to the reading process whose CPU time the bench measures; the
-counts live in shared memory. Plain HTTP only, for the reasons the counting
-proxy gives.
+It runs in a child process of its own (one asyncio thread, started with
+``python -m``), so that its work is not charged to the reading process whose
+CPU time the bench measures; the counts live in a shared mapping. Plain
+HTTP only, for the reasons the counting proxy gives.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import multiprocessing
+import mmap
 import socket
+import struct
+import subprocess
+import sys
+import tempfile
 import time
 import urllib.parse
-from multiprocessing.sharedctypes import Synchronized
-from typing import Any
 
 from sds_loader.cli.bench.counting_proxy import Counts
 
@@ -66,51 +68,56 @@ class ShapingProxy:
             raise ValueError(f"bandwidth must be positive (bytes/s), not {bandwidth}")
         self.latency_ms = float(latency_ms)
         self.bandwidth = None if bandwidth is None else float(bandwidth)
-        context = multiprocessing.get_context("spawn")
-        self._requests: Synchronized[int] = context.Value("q", 0)
-        self._body_bytes: Synchronized[int] = context.Value("q", 0)
+        # The counts: two int64 in a shared mapping the child writes and this process reads.
+        self._counts_file = tempfile.TemporaryFile()
+        self._counts_file.write(bytes(_COUNTS.size))
+        self._counts_file.flush()
+        self._counts = mmap.mmap(self._counts_file.fileno(), _COUNTS.size)
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", 0))
         listener.listen(256)
         self.url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-        ready = context.Event()
-        self._process = context.Process(
-            target=_serve,
-            args=(
-                listener,
-                parsed.hostname,
-                parsed.port or 80,
-                self.latency_ms / 1000.0,
-                self.bandwidth,
-                self._requests,
-                self._body_bytes,
-                ready,
-            ),
-            name="sds-loader-shaping-proxy",
-            daemon=True,
-        )
-        try:
-            self._process.start()
-        finally:
-            # The child has its own copy of the listening socket.
-            listener.close()
-        if not ready.wait(timeout=60):
+        # A process of its own (started afresh, not forked from this one's threads).
+        with listener:
+            self._process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    __name__,
+                    str(listener.fileno()),
+                    str(self._counts_file.fileno()),
+                    parsed.hostname,
+                    str(parsed.port or 80),
+                    repr(self.latency_ms / 1000.0),
+                    repr(self.bandwidth or 0.0),
+                ],
+                pass_fds=(listener.fileno(), self._counts_file.fileno()),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+            )
+        assert self._process.stdout is not None
+        ready = self._process.stdout.readline()
+        if ready.strip() != b"ready":
             self.close()
-            raise RuntimeError("the shaping proxy did not start within 60 s")
+            raise RuntimeError(f"the shaping proxy did not start (exit status {self._process.poll()})")
 
     def counts(self) -> Counts:
-        return Counts(int(self._requests.value), int(self._body_bytes.value))
+        requests, body_bytes = _COUNTS.unpack_from(self._counts, 0)
+        return Counts(requests, body_bytes)
 
     def close(self) -> None:
         process = self._process
-        if process.pid is None:
-            return
-        process.terminate()
-        process.join(timeout=10)
-        if process.is_alive():
-            process.kill()
-            process.join(timeout=10)
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+        self._counts.close()
+        self._counts_file.close()
 
     def __enter__(self) -> ShapingProxy:
         return self
@@ -119,22 +126,20 @@ class ShapingProxy:
         self.close()
 
 
-def _serve(
-    listener: socket.socket,
-    host: str,
-    port: int,
-    latency: float,
-    bandwidth: float | None,
-    requests: Synchronized[int],
-    body_bytes: Synchronized[int],
-    ready: Any,
-) -> None:
-    """The child process: serve connections on `listener` until terminated."""
-    shaper = _Shaper(host, port, latency, bandwidth, requests, body_bytes)
+#: The shared counts: requests, response body bytes.
+_COUNTS = struct.Struct("<qq")
+
+
+def _serve(listener_fd: int, counts_fd: int, host: str, port: int, latency: float, bandwidth: float) -> None:
+    """The child process: serve connections on the inherited listener until terminated."""
+    listener = socket.socket(fileno=listener_fd)
+    counts = mmap.mmap(counts_fd, _COUNTS.size)
+    shaper = _Shaper(host, port, latency, bandwidth or None, counts)
 
     async def main() -> None:
         server = await asyncio.start_server(shaper.connection, sock=listener, limit=HEAD_LIMIT)
-        ready.set()
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
         async with server:
             await server.serve_forever()
 
@@ -152,12 +157,18 @@ class _Shaper:
         port: int,
         latency: float,
         bandwidth: float | None,
-        requests: Synchronized[int],
-        body_bytes: Synchronized[int],
+        counts: mmap.mmap,
     ) -> None:
         self.host, self.port = host, port
         self.latency, self.bandwidth = latency, bandwidth
-        self.requests, self.body_bytes = requests, body_bytes
+        self.counts = counts
+        self.requests = self.body_bytes = 0
+
+    def count(self, requests: int = 0, body_bytes: int = 0) -> None:
+        # One thread writes; the reading process sees each 8-byte count whole.
+        self.requests += requests
+        self.body_bytes += body_bytes
+        _COUNTS.pack_into(self.counts, 0, self.requests, self.body_bytes)
 
     async def connection(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
         upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
@@ -168,8 +179,7 @@ class _Shaper:
                 except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
                     return
                 arrived = time.monotonic()
-                with self.requests.get_lock():
-                    self.requests.value += 1
+                self.count(requests=1)
                 request_line, headers = _parse_head(head)
                 method = request_line.split(" ", 1)[0]
                 body = b""
@@ -180,12 +190,17 @@ class _Shaper:
                     return
                 if length:
                     body = await client_in.readexactly(length)
-                if upstream is None:
-                    upstream = await asyncio.open_connection(self.host, self.port, limit=HEAD_LIMIT)
-                up_in, up_out = upstream
-                up_out.write(head + body)
-                await up_out.drain()
-                keep = await self._answer(method, up_in, client_out, arrived)
+                reused = upstream is not None
+                try:
+                    upstream, answer = await self._ask(upstream, head + body)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    if upstream is None or not reused:
+                        raise
+                    # The upstream closed a kept-alive connection while it sat
+                    # idle: ask again on a new one, as an HTTP client would.
+                    upstream[1].close()
+                    upstream, answer = await self._ask(None, head + body)
+                keep = await self._answer(method, upstream[0], answer, client_out, arrived)
                 if not keep or headers.get("connection", "").lower() == "close":
                     return
         except (_Closed, asyncio.IncompleteReadError, ConnectionError):
@@ -197,11 +212,25 @@ class _Shaper:
             with contextlib.suppress(Exception):
                 await client_out.wait_closed()
 
+    async def _ask(
+        self, upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None, request: bytes
+    ) -> tuple[tuple[asyncio.StreamReader, asyncio.StreamWriter], bytes]:
+        """Send `request` upstream (on a new connection if None); (the connection, the answer's head)."""
+        if upstream is None:
+            upstream = await asyncio.open_connection(self.host, self.port, limit=HEAD_LIMIT)
+        upstream[1].write(request)
+        await upstream[1].drain()
+        return upstream, await upstream[0].readuntil(b"\r\n\r\n")
+
     async def _answer(
-        self, method: str, up_in: asyncio.StreamReader, out: asyncio.StreamWriter, arrived: float
+        self,
+        method: str,
+        up_in: asyncio.StreamReader,
+        head: bytes,
+        out: asyncio.StreamWriter,
+        arrived: float,
     ) -> bool:
-        """Relay one response, shaped; whether both connections stay open for another."""
-        head = await up_in.readuntil(b"\r\n\r\n")
+        """Relay one response (its `head` already read), shaped; whether both connections stay open."""
         status_line, headers = _parse_head(head)
         status = int(status_line.split(" ", 2)[1])
         first_byte = arrived + self.latency
@@ -255,8 +284,7 @@ class _Shaper:
     async def _send(self, out: asyncio.StreamWriter, pacer: _Pacer, data: bytes, body: int) -> None:
         await pacer.wait_for(len(data))
         if body:
-            with self.body_bytes.get_lock():
-                self.body_bytes.value += body
+            self.count(body_bytes=body)
         out.write(data)
         await out.drain()
 
@@ -299,3 +327,14 @@ async def _refuse(out: asyncio.StreamWriter, status: int, reason: str) -> None:
         + payload
     )
     await out.drain()
+
+
+if __name__ == "__main__":
+    _serve(
+        int(sys.argv[1]),
+        int(sys.argv[2]),
+        sys.argv[3],
+        int(sys.argv[4]),
+        float(sys.argv[5]),
+        float(sys.argv[6]),
+    )
