@@ -45,11 +45,15 @@ from pathlib import Path
 
 import boto3
 from botocore.config import Config
+from s3_server import CREDENTIALS as MOTO_CREDENTIALS
 from s3_server import free_port
 
 #: The key pair the server checks; the fixtures export it as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY.
-KEY = "sdsloader"
-SECRET = "sdsloadersecret"
+#: It is moto's test pair: a process caches boto3 sessions, and with them the
+#: credentials first found in its environment, so tests on both servers in one
+#: session must present the same pair (moto accepts any).
+KEY = MOTO_CREDENTIALS["AWS_ACCESS_KEY_ID"]
+SECRET = MOTO_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": KEY,
     "AWS_SECRET_ACCESS_KEY": SECRET,

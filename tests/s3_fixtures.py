@@ -90,7 +90,6 @@ def rclone_server(request, monkeypatch) -> Iterator[RcloneS3Server]:
     server = rclone_process(request)
     for key, value in RCLONE_CREDENTIALS.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     registry = default_registry()
     previous = registry.backend_for("s3://any")
     registry.register(s3_backend(endpoint_options(server.url)), replace=True)
