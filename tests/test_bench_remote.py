@@ -147,7 +147,8 @@ def test_a_shaped_run_reads_every_method_through_the_proxy_and_counts_it(rclone_
         # the reader already holds from opening the shards (their first bytes).
         assert row["bytes_per_record"] * 48 >= 0.75 * _record_chunk_bytes(local)
         assert row["seconds"] >= 0.030 and row["cpu_seconds_per_request"] > 0
-    assert result["ratios"]["stretch: records/s, ShardAwareSampler / shuffled"] > 0
+    assert result["ratios"]["stretch: ShardAwareSampler / shuffled, records/s"] > 0
+    assert result["ratios"]["warm reader: BatchReader / signal_dataset (opened per batch), bytes"] < 1
 
 
 def _record_chunk_bytes(local: str) -> int:
