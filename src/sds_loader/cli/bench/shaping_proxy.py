@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import mmap
+import os
 import socket
 import struct
 import subprocess
@@ -136,12 +137,16 @@ def _serve(listener_fd: int, counts_fd: int, host: str, port: int, latency: floa
     counts = mmap.mmap(counts_fd, _COUNTS.size)
     shaper = _Shaper(host, port, latency, bandwidth or None, counts)
 
+    parent = os.getppid()
+
     async def main() -> None:
         server = await asyncio.start_server(shaper.connection, sock=listener, limit=HEAD_LIMIT)
         sys.stdout.write("ready\n")
         sys.stdout.flush()
         async with server:
-            await server.serve_forever()
+            # Serve until terminated, or until the process that started this one is gone.
+            while os.getppid() == parent:
+                await asyncio.sleep(1.0)
 
     asyncio.run(main())
 
