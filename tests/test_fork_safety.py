@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 import pytest
-from s3_fixtures import s3_server, upload_dataset  # noqa: F401
+from s3_fixtures import rclone_process, rclone_server, upload_dataset  # noqa: F401
 from sds_factory import capture, write_dataset
 
 import sds_loader
@@ -31,12 +31,12 @@ TRANSPOSED = "group_size:1,transpose:true"
 
 
 @pytest.fixture(scope="module")
-def fallback_datasets(s3_server, tmp_path_factory) -> dict[str, str]:
+def fallback_datasets(request, tmp_path_factory) -> dict[str, str]:
     import signal_dataset as sds
 
     transposed = tmp_path_factory.mktemp("fork-transposed")
     write_dataset(transposed, 24, capture, records_per_shard=8, writer_options=TRANSPOSED)
-    in_s3 = upload_dataset(s3_server, transposed, "fork-transposed")
+    in_s3 = upload_dataset(rclone_process(request), transposed, "fork-transposed")
     source = tmp_path_factory.mktemp("fork-source")
     # A view of plain shards is read natively; of transposed ones, by signal_dataset.
     write_dataset(source, 24, capture, records_per_shard=8, writer_options=TRANSPOSED)
@@ -70,7 +70,7 @@ def expected_from_signal_dataset(uri: str) -> tuple[np.ndarray, np.ndarray]:
     return result
 
 
-def test_forked_persistent_workers_after_every_fallback_read(fallback_datasets):
+def test_forked_persistent_workers_after_every_fallback_read(fallback_datasets, rclone_server):
     local = {name: uri for name, uri in fallback_datasets.items() if "://" not in uri}
     expected = {name: expected_from_signal_dataset(uri) for name, uri in local.items()}
     # The same records, copied to S3.

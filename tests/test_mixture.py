@@ -20,7 +20,7 @@ import signal_dataset as sds
 
 torch = pytest.importorskip("torch")
 
-from s3_fixtures import s3_server, upload_dataset  # noqa: E402, F401
+from s3_fixtures import rclone_server, upload_dataset  # noqa: E402, F401
 from sds_factory import capture, write_dataset  # noqa: E402
 from torch.utils.data import DataLoader, get_worker_info  # noqa: E402
 
@@ -502,8 +502,8 @@ def test_each_batch_announces_what_follows_it(roots: tuple[str, str], readahead:
 # -- a member in object storage ----------------------------------------------------
 
 
-def test_a_local_and_a_remote_member_mix(roots: tuple[str, str], s3_server: object) -> None:
-    remote = upload_dataset(s3_server, roots[1], "mixture-second")  # type: ignore[arg-type]
+def test_a_local_and_a_remote_member_mix(roots: tuple[str, str], rclone_server: object) -> None:
+    remote = upload_dataset(rclone_server, roots[1], "mixture-second")  # type: ignore[arg-type]
     mixed = mixture([roots[0], remote])
     sampler = MixtureSampler(mixed, 32, seed=4)
     reference = Reference([roots[0], remote])

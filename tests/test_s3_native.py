@@ -1,6 +1,6 @@
 """Datasets in S3 are read natively, byte for byte as signal_dataset reads them.
 
-Against moto's S3 server on 127.0.0.1: BatchReader and SDSTorchDataset on an
+Against `rclone serve s3` on 127.0.0.1: BatchReader and SDSTorchDataset on an
 s3:// root, `stats` showing native reads and what was fetched, DataLoader
 workers (forked and spawned), faults from a proxy that fails a share of
 requests or all of them, and a shard missing from the bucket.
@@ -15,7 +15,7 @@ import threading
 import numpy as np
 import pytest
 import signal_dataset as sds
-from s3_fixtures import BUCKET, endpoint_options, s3_dataset, s3_server, upload_dataset  # noqa: F401
+from s3_fixtures import BUCKET, endpoint_options, rclone_dataset, rclone_server, upload_dataset  # noqa: F401
 from s3_server import FaultProxy
 from sds_factory import assert_batch, capture, read_chunks, write_dataset
 from signal_dataset.storage import S3ObjectStore
@@ -26,8 +26,8 @@ from sds_loader.s3_source import HEAD_BYTES
 TARGETS = ("label", "snr_db")
 
 
-def test_batches_match_signal_dataset_and_are_native(s3_dataset):
-    uri, _ = s3_dataset
+def test_batches_match_signal_dataset_and_are_native(rclone_dataset):
+    uri, _ = rclone_dataset
     reader = sds_loader.BatchReader(uri, targets=TARGETS)
     assert reader.native_unavailable_reason is None
     indices = [40, 3, 3, -1, 17, 0, 29, 11, 12]
@@ -40,8 +40,8 @@ def test_batches_match_signal_dataset_and_are_native(s3_dataset):
     assert single["samples"].tobytes() == sds.open(uri)[17]["samples"].data.tobytes()
 
 
-def test_a_batch_fetches_only_its_records_once_footers_are_cached(s3_dataset):
-    uri, local = s3_dataset
+def test_a_batch_fetches_only_its_records_once_footers_are_cached(rclone_dataset):
+    uri, local = rclone_dataset
     reader = sds_loader.BatchReader(uri, targets=("label",))
     reader.read(list(range(0, 48, 12)))  # opens every shard: tails, signatures
     before = reader.stats.fetched_bytes, reader.stats.fetch_requests
@@ -55,21 +55,21 @@ def test_a_batch_fetches_only_its_records_once_footers_are_cached(s3_dataset):
     assert requests == 3
 
 
-def test_object_store_passed_through(s3_server, s3_dataset):
-    uri, _ = s3_dataset
-    store = S3ObjectStore(options=endpoint_options(s3_server.url))
+def test_object_store_passed_through(rclone_server, rclone_dataset):
+    uri, _ = rclone_dataset
+    store = S3ObjectStore(options=endpoint_options(rclone_server.url))
     reader = sds_loader.BatchReader(uri, targets=("label",), object_store=store, requests_in_flight=2)
     assert_batch(uri, reader.read([5, 6, 47]), [5, 6, 47], ("samples",), ("label",))
     assert reader.stats.native_records == 3
 
 
-def test_dataloader_forked_persistent_workers(s3_dataset):
+def test_dataloader_forked_persistent_workers(rclone_dataset):
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
 
     from sds_loader.torch import SDSTorchDataset, collate
 
-    uri, _ = s3_dataset
+    uri, _ = rclone_dataset
     dataset = SDSTorchDataset(uri)
     dataset.__getitems__([0, 1])  # the parent reads first, as a user who looks at a record does
     loader = DataLoader(
@@ -89,34 +89,34 @@ def test_dataloader_forked_persistent_workers(s3_dataset):
         assert len(got) == len(reference) and set(got) == expected
 
 
-def test_a_pickled_dataset_carries_the_store_settings(s3_server, s3_dataset):
+def test_a_pickled_dataset_carries_the_store_settings(rclone_server, rclone_dataset):
     """What a spawned worker gets: the endpoint registered in this process, as settings."""
     import pickle
 
     pytest.importorskip("torch")
     from sds_loader.torch import SDSTorchDataset
 
-    uri, _ = s3_dataset
+    uri, _ = rclone_dataset
     dataset = SDSTorchDataset(uri)
     state = pickle.loads(pickle.dumps(dataset)).__getstate__()
-    assert state["_object_store"].endpoint_url == s3_server.url
+    assert state["_object_store"].endpoint_url == rclone_server.url
     reader = pickle.loads(pickle.dumps(sds_loader.BatchReader(uri)))
-    assert reader.object_store.options.endpoint_url == s3_server.url
+    assert reader.object_store.options.endpoint_url == rclone_server.url
     assert reader.read([4])["samples"].tobytes() == sds.open(uri)[4]["samples"].data.tobytes()
 
 
-def test_record_metadata_is_read_natively_too(s3_dataset):
+def test_record_metadata_is_read_natively_too(rclone_dataset):
     """Samplers and windows learn record lengths from the metadata shards, in S3 as well."""
     from sds_loader.samplers.length_bucket import record_lengths
 
-    uri, _ = s3_dataset
+    uri, _ = rclone_dataset
     lengths = record_lengths(uri, "a1")
     assert lengths.tolist() == [sds.open(uri)[i]["samples"].data.shape[1] for i in range(48)]
 
 
 @pytest.fixture()
-def proxy(s3_server):
-    proxy = FaultProxy(s3_server.port)
+def proxy(rclone_server):
+    proxy = FaultProxy(rclone_server.port)
     yield proxy
     proxy.close()
 
@@ -129,8 +129,8 @@ def through(proxy: FaultProxy, uri: str, **options) -> sds_loader.BatchReader:
 
 
 @pytest.mark.parametrize("fault", [503, "drop", "truncate"])
-def test_a_share_of_failed_requests_still_reads_exact_batches(proxy, s3_dataset, fault):
-    uri, _ = s3_dataset
+def test_a_share_of_failed_requests_still_reads_exact_batches(proxy, rclone_dataset, fault):
+    uri, _ = rclone_dataset
     reader = through(proxy, uri)
     proxy.reset(lambda n, method, path: fault if n % 4 == 2 and "/objects/data/" in path else "pass")
     indices = [7, 19, 20, 33, 45, 2]
@@ -139,8 +139,8 @@ def test_a_share_of_failed_requests_still_reads_exact_batches(proxy, s3_dataset,
     assert reader.stats.native_records == len(indices)
 
 
-def test_a_failing_store_raises_storage_error_then_recovers(proxy, s3_dataset):
-    uri, _ = s3_dataset
+def test_a_failing_store_raises_storage_error_then_recovers(proxy, rclone_dataset):
+    uri, _ = rclone_dataset
     reader = through(proxy, uri)
     reader.read([0])
     proxy.reset(lambda n, method, path: 500 if "/objects/data/" in path else "pass")
@@ -150,10 +150,10 @@ def test_a_failing_store_raises_storage_error_then_recovers(proxy, s3_dataset):
     assert_batch(uri, reader.read([10, 30]), [10, 30], ("samples",), ("label",))
 
 
-def test_a_batch_opens_its_new_shards_all_at_once(proxy, s3_dataset):
+def test_a_batch_opens_its_new_shards_all_at_once(proxy, rclone_dataset):
     """A batch touching four unopened shards sends all their opening requests
     before any is answered: the proxy holds each until all have arrived."""
-    uri, _ = s3_dataset
+    uri, _ = rclone_dataset
     reader = sds_loader.BatchReader(uri, object_store=S3ObjectStore(options=endpoint_options(proxy.url)))
     opening = 2 * 4  # a tail and a head per shard
     together = threading.Barrier(opening, timeout=10)
@@ -174,10 +174,10 @@ def test_a_batch_opens_its_new_shards_all_at_once(proxy, s3_dataset):
     assert all("/objects/data/" in path for path in first) and len(set(first)) == 4
 
 
-def test_stats_count_each_request_once_with_reads_on_several_threads(s3_dataset):
+def test_stats_count_each_request_once_with_reads_on_several_threads(rclone_dataset):
     """Threads reading one reader at once: stats add up to exactly what the
     source fetched and the records read, not each read's view of the others'."""
-    uri, _ = s3_dataset
+    uri, _ = rclone_dataset
     reader = sds_loader.BatchReader(uri, fields=["samples"])
     start = threading.Barrier(4)
     problems: list[str] = []
@@ -205,27 +205,27 @@ def test_stats_count_each_request_once_with_reads_on_several_threads(s3_dataset)
     assert reader.stats.batches == 4 * 6
 
 
-def test_readers_of_one_process_share_its_s3_store(s3_dataset):
-    uri, _ = s3_dataset
+def test_readers_of_one_process_share_its_s3_store(rclone_dataset):
+    uri, _ = rclone_dataset
     assert sds_loader.BatchReader(uri).object_store is sds_loader.BatchReader(uri).object_store
 
 
-def test_a_missing_shard_is_named(s3_server, tmp_path):
+def test_a_missing_shard_is_named(rclone_server, tmp_path):
     write_dataset(tmp_path, 8, functools.partial(capture, samples=512), records_per_shard=4)
-    uri = upload_dataset(s3_server, tmp_path, "missing-shard")
+    uri = upload_dataset(rclone_server, tmp_path, "missing-shard")
     dataset = sds.open(uri)
     victim = dataset.read_instructions(4, 5)[0].filename
-    s3_server.client().delete_object(Bucket=BUCKET, Key=victim[len(f"s3://{BUCKET}/") :])
+    rclone_server.client().delete_object(Bucket=BUCKET, Key=victim[len(f"s3://{BUCKET}/") :])
     reader = sds_loader.BatchReader(uri)
     assert_batch(uri, reader.read([0, 3]), [0, 3], ("samples",))
     with pytest.raises(sds.StorageError, match=rf"{victim} does not exist"):
         reader.read([1, 5])
 
 
-def test_sparse_read_target(s3_server, tmp_path):
+def test_sparse_read_target(rclone_server, tmp_path):
     """64 of 2,048 records over 8 shards: at most twice their bytes, plus each footer once."""
     write_dataset(tmp_path, 2048, functools.partial(capture, samples=512), records_per_shard=256)
-    uri = upload_dataset(s3_server, tmp_path, "sparse")
+    uri = upload_dataset(rclone_server, tmp_path, "sparse")
     indices = np.sort(np.random.default_rng(5).choice(2048, size=64, replace=False))
     reader = sds_loader.BatchReader(uri, targets=("label",))
     assert_batch(tmp_path, reader.read(indices), indices.tolist(), ("samples",), ("label",))

@@ -34,6 +34,30 @@ def _positive(text: str) -> int:
     return value
 
 
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value:g}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {value:g}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="sds-loader",
@@ -109,6 +133,22 @@ def parser() -> argparse.ArgumentParser:
         type=_positive,
         default=None,
         help="ranged GETs in flight for a dataset in object storage (default 32)",
+    )
+    bench.add_argument(
+        "--latency-ms",
+        type=_non_negative_float,
+        default=None,
+        metavar="MS",
+        help="for a dataset in object storage: read through a proxy that holds each answer's "
+        "first byte until MS after its request, as a distant store would (plain http:// endpoints)",
+    )
+    bench.add_argument(
+        "--bandwidth-mbps",
+        type=_positive_float,
+        default=None,
+        metavar="MB_S",
+        help="for a dataset in object storage: read through a proxy that paces each connection "
+        "to MB_S megabytes (10^6 bytes) per second",
     )
     bench.add_argument(
         "--loader",
@@ -227,6 +267,8 @@ def _bench_remote(args: argparse.Namespace) -> int:
         batches=args.batches or 5,
         requests_in_flight=args.requests_in_flight,
         fields=(args.inputs,) if args.inputs else None,
+        latency_ms=args.latency_ms,
+        bandwidth=None if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6,
     )
     print(remote.legend(result))
     print()
@@ -241,6 +283,11 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     if remote.is_remote(args.path):
         return _bench_remote(args)
+    if args.latency_ms is not None or args.bandwidth_mbps is not None:
+        raise ValueError(
+            "--latency-ms and --bandwidth-mbps model a distant store, so they need a dataset "
+            "in object storage (s3://...)"
+        )
     if args.windows:
         from sds_loader.cli.bench import windows
 

@@ -1,4 +1,4 @@
-"""`sds-loader bench s3://...`: sparse reads from object storage, in time and in bytes.
+"""`sds-loader bench s3://...`: reads from object storage, in time, requests and bytes.
 
 Over a network the question is not CPU work but what a read costs in
 requests and bytes: a sparse batch (a few records from each of many shards,
@@ -12,45 +12,66 @@ the most. Each method reads the same seeded random batches:
 - BatchReader, warm: one reader for all batches, footers already cached, as
   every later batch of an epoch is.
 
-Requests and bytes are counted, not assumed: after the timed pass, the same
-batches are read again by fresh readers of each method whose store points at
-a counting proxy (counting_proxy.py) in front of the endpoint, and every
-request and response byte on the wire is counted, control documents and
-HEADs included. The timed pass goes to the endpoint directly, so the proxy
-costs no row any time. The BatchReader rows also carry the reader's own
-count (`stats.fetch_requests`, `stats.fetched_bytes`: its shard reads only)
-beside the proxy's. An https endpoint cannot be counted this way (the proxy
-speaks plain HTTP); its rows say so. "x own size" relates bytes fetched per
-record to the record's own stored size (the dataset's shard bytes over its
-records), so 1.0 would be reading nothing but the records. Each row reports
-the median batch of `--batches`; the methods take turns batch by batch, so a
-machine busy with other work slows them alike, and garbage is collected
-before each batch, so none pays for another's.
+Then a stretch of an epoch (`stretch` records, 1,024 by default) is read in
+batches by a warm reader twice: in `ShardAwareSampler` order, the sampler
+announcing upcoming records to the reader's `will_need` as it does under a
+DataLoader (so the reader fetches them ahead on its background thread), and
+in a uniformly shuffled order. Each of these warm rows also reports the CPU
+time of the reading process (all its threads) per request it sent.
+
+Requests and bytes are counted, not assumed, by a proxy on the wire that
+sees every request and response byte, control documents and HEADs
+included. Without shaping, the timed pass goes to the endpoint directly (so
+the proxy costs no row any time) and a second pass reads the same batches
+through a counting proxy (counting_proxy.py). With `latency_ms` or
+`bandwidth` (a model of a distant store: see shaping_proxy.py) every method
+reads through the shaping proxy in the timed pass, and that proxy, which runs
+in a process of its own, counts the same pass. The BatchReader rows also
+carry the reader's own count (`stats.fetch_requests`, `stats.fetched_bytes`:
+its shard reads only) beside the proxy's. An https endpoint can be neither
+counted nor shaped this way (the proxies speak plain HTTP); its rows say so.
+"x own size" relates bytes fetched per record to the record's own stored
+size (the dataset's shard bytes over its records), so 1.0 would be reading
+nothing but the records. Each batch row reports the median batch of
+`--batches`; the methods take turns batch by batch, so a machine busy with
+other work slows them alike, and garbage is collected before each batch, so
+none pays for another's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import json
 import os
 import statistics
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, TypedDict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader.cli.bench.counting_proxy import CountingProxy
+from sds_loader.cli.bench.counting_proxy import CountingProxy, Counts
+from sds_loader.cli.bench.shaping_proxy import ShapingProxy
 from sds_loader.cli.textfmt import rate, size, table
 
 if TYPE_CHECKING:
+    from signal_dataset.storage import S3ObjectStore
+
     from sds_loader import BatchReader
 
 HEADER = ["method", "records/s", "batch s", "requests/batch", "fetched/record", "x own size", "note"]
 RIGHT = [False, True, True, True, True, True, False]
+STRETCH_HEADER = ["stretch order", "records/s", "s", "requests", "fetched/record", "CPU ms/request", "note"]
+STRETCH_RIGHT = [False, True, True, True, True, True, False]
+
+#: Records of an epoch the stretch rows read (fewer if the dataset holds fewer).
+STRETCH = 1024
+#: ShardAwareSampler's run length in the stretch rows (its default).
+RUN_LENGTH = 16
 
 
 @dataclass
@@ -66,6 +87,28 @@ class RemoteRow:
     #: The reader's own count of its shard reads, for the BatchReader rows.
     reader_requests_per_batch: float | None = None
     reader_bytes_per_record: float | None = None
+    #: CPU seconds of the reading process per request, for the warm row.
+    cpu_seconds_per_request: float | None = None
+
+
+@dataclass
+class StretchRow:
+    """A warm reader reading `records` records of an epoch in batches, in one order."""
+
+    order: str
+    records: int
+    seconds: float
+    records_per_s: float
+    #: Counted on the wire by the proxy; None where it could not count.
+    requests: int | None
+    bytes_per_record: float | None
+    #: The reader's own count of its shard reads (readahead included).
+    reader_requests: int
+    reader_bytes_per_record: float
+    #: CPU seconds of the reading process (all threads) over the requests sent:
+    #: the proxy's count where it counted this pass, else the reader's own.
+    cpu_seconds_per_request: float | None
+    note: str = ""
 
 
 @dataclass
@@ -79,6 +122,14 @@ class RemoteResult:
     rows: list[RemoteRow]
     #: How requests and bytes were counted, or why they were not.
     counted_by: str = ""
+    #: The store modelled by the shaping proxy; None: the endpoint as it is.
+    latency_ms: float | None = None
+    bandwidth_bytes_per_s: float | None = None
+    stretch_rows: list[StretchRow] = field(default_factory=list)
+    #: Why there are no stretch rows, if there are none.
+    stretch_note: str = ""
+    #: Speed and cost ratios: BatchReader over signal_dataset, ShardAwareSampler over shuffled.
+    ratios: dict[str, float] = field(default_factory=dict)
 
 
 def is_remote(path: str | None) -> bool:
@@ -89,11 +140,22 @@ def is_remote(path: str | None) -> bool:
 Method = Callable[[np.ndarray], "tuple[int, int] | None"]
 
 
+class _Counter(Protocol):
+    def counts(self) -> Counts: ...
+
+
 class _ReaderOptions(TypedDict):
     """The BatchReader arguments every reader of the bench gets."""
 
     fields: tuple[str, ...] | None
     requests_in_flight: int | None
+
+
+SIGNAL_DATASET = "signal_dataset Dataset.__getitems__"
+COLD = "BatchReader, cold (new reader per batch)"
+WARM = "BatchReader, warm (footers cached)"
+SHARD_AWARE = "ShardAwareSampler, will_need"
+SHUFFLED = "shuffled"
 
 
 def _methods(
@@ -123,11 +185,150 @@ def _methods(
         return warm_reader.stats.fetch_requests - before[0], warm_reader.stats.fetched_bytes - before[1]
 
     methods: list[tuple[str, Method, str]] = [
-        ("signal_dataset Dataset.__getitems__", signal_dataset_batch, "stages whole shards"),
-        ("BatchReader, cold (new reader per batch)", cold_batch, "footers included"),
-        ("BatchReader, warm (footers cached)", warm_batch, ""),
+        (SIGNAL_DATASET, signal_dataset_batch, "stages whole shards"),
+        (COLD, cold_batch, "footers included"),
+        (WARM, warm_batch, ""),
     ]
     return methods, warm_reader
+
+
+@dataclass
+class _Pass:
+    """What one pass over the batches measured, per method."""
+
+    seconds: dict[str, list[float]]
+    wire: dict[str, list[tuple[int, int]]]
+    own: dict[str, list[tuple[int, int]]]
+    cpu: dict[str, list[float]]
+
+
+def _batch_pass(
+    uri: str,
+    store: sds.storage.ObjectStore | None,
+    warmup: np.ndarray,
+    timed: list[np.ndarray],
+    options: _ReaderOptions,
+    counter: _Counter | None,
+) -> _Pass:
+    """Every method reads every batch, taking turns; `counter` (a proxy the store points at) counts."""
+    methods, warm_reader = _methods(uri, store, warmup, options)
+    names = [name for name, _, _ in methods]
+    measured = _Pass(*({name: [] for name in names} for _ in range(4)))  # type: ignore[arg-type]
+    try:
+        for ordinals in timed:
+            for name, method, _ in methods:
+                # The garbage a method leaves (a boto3 client is thousands of
+                # objects in cycles) is collected here, not inside the next one's time.
+                gc.collect()
+                before = counter.counts() if counter is not None else None
+                cpu = time.process_time()
+                started = time.perf_counter()
+                reported = method(ordinals)
+                measured.seconds[name].append(time.perf_counter() - started)
+                measured.cpu[name].append(time.process_time() - cpu)
+                if counter is not None and before is not None:
+                    after = counter.counts()
+                    measured.wire[name].append(
+                        (after.requests - before.requests, after.body_bytes - before.body_bytes)
+                    )
+                if reported is not None:
+                    measured.own[name].append(reported)
+    finally:
+        warm_reader.close()
+    return measured
+
+
+def _shard_firsts(dataset: sds.Dataset) -> np.ndarray:
+    """The first ordinal of each shard: a batch of them opens every shard."""
+    firsts: dict[str, int] = {}
+    for instruction in dataset.read_instructions(0, len(dataset)):
+        firsts.setdefault(instruction.filename, instruction.first_ordinal)
+    return np.array(sorted(firsts.values()), dtype=np.int64)
+
+
+@dataclass
+class _StretchRun:
+    seconds: float
+    cpu: float
+    wire: tuple[int, int] | None
+    own: tuple[int, int]
+
+
+def _stretch_orders(
+    uri: str, records: int, batch: int, length: int, seed: int
+) -> tuple[list[tuple[str, Callable[[BatchReader], Iterator[int]], str]], str]:
+    """(the stretch rows' orders, each a function of the reader to iterate; why none, if none)."""
+    try:
+        from sds_loader.samplers.shard_aware import ShardAwareSampler
+    except ImportError as error:  # torch is an optional dependency
+        return [], f"no stretch rows: ShardAwareSampler needs torch ({error})"
+    runs_mixed = max(1, batch // RUN_LENGTH)
+
+    def shard_aware(reader: BatchReader) -> Iterator[int]:
+        # The sampler takes the reader's will_need and announces each stretch
+        # of run_length * runs_mixed records (about a batch) two stretches
+        # ahead, as it does for SDSTorchDataset under a DataLoader.
+        sampler = ShardAwareSampler(reader, seed=seed, run_length=RUN_LENGTH, runs_mixed=runs_mixed)
+        return iter(sampler)
+
+    def shuffled(reader: BatchReader) -> Iterator[int]:
+        return iter(np.random.default_rng(seed).permutation(records).tolist())
+
+    return [
+        (
+            SHARD_AWARE,
+            shard_aware,
+            f"runs of {RUN_LENGTH} mixed by {runs_mixed}, announced ahead",
+        ),
+        (SHUFFLED, shuffled, "uniform permutation, nothing announced"),
+    ], ""
+
+
+def _stretch_pass(
+    uri: str,
+    store: sds.storage.ObjectStore | None,
+    orders: list[tuple[str, Callable[[BatchReader], Iterator[int]], str]],
+    opening: np.ndarray,
+    batch: int,
+    length: int,
+    options: _ReaderOptions,
+    counter: _Counter | None,
+) -> dict[str, _StretchRun]:
+    """Each order: a new reader opens every shard, then reads `length` records of its order in batches."""
+    from sds_loader import BatchReader
+
+    runs: dict[str, _StretchRun] = {}
+    for name, order, _ in orders:
+        reader = BatchReader(uri, object_store=store, **options)
+        try:
+            reader.read(opening)
+            _require_native(reader)
+            gc.collect()
+            own = (reader.stats.fetch_requests, reader.stats.fetched_bytes)
+            before = counter.counts() if counter is not None else None
+            cpu = time.process_time()
+            started = time.perf_counter()
+            ordinals = order(reader)
+            left = length
+            while left > 0:
+                chunk = [next(ordinals) for _ in range(min(batch, left))]
+                reader.read(chunk)
+                left -= len(chunk)
+            seconds = time.perf_counter() - started
+            used = time.process_time() - cpu
+            wire = None
+            if counter is not None and before is not None:
+                after = counter.counts()
+                wire = (after.requests - before.requests, after.body_bytes - before.body_bytes)
+            runs[name] = _StretchRun(
+                seconds=seconds,
+                cpu=used,
+                wire=wire,
+                own=(reader.stats.fetch_requests - own[0], reader.stats.fetched_bytes - own[1]),
+            )
+        finally:
+            reader.close()
+    return runs
 
 
 def _counting_endpoint(dataset: sds.Dataset) -> tuple[str | None, str]:
@@ -137,13 +338,29 @@ def _counting_endpoint(dataset: sds.Dataset) -> tuple[str | None, str]:
     store = dataset.object_store
     if type(store) is not S3ObjectStore:
         return None, f"not counted: the store is a {type(store).__name__}, not signal_dataset's S3 store"
-    endpoint = store.options.endpoint_url
+    # An endpoint not in the store's settings is boto3's from the environment, if any.
+    endpoint = (
+        store.options.endpoint_url
+        or os.environ.get("AWS_ENDPOINT_URL_S3")
+        or os.environ.get("AWS_ENDPOINT_URL")
+    )
     if not endpoint or not endpoint.startswith("http://"):
         return None, (
             f"not counted: the endpoint {endpoint or 'AWS (https)'} is not plain http://, "
             "which the counting proxy needs"
         )
     return endpoint, ""
+
+
+def _store_at(dataset: sds.Dataset, url: str) -> S3ObjectStore:
+    """The dataset's S3 store, pointed at `url` (a proxy in front of its endpoint)."""
+    from signal_dataset.storage import S3ObjectStore
+
+    direct = dataset.object_store
+    assert isinstance(direct, S3ObjectStore)  # _counting_endpoint passes S3 stores only
+    return S3ObjectStore(
+        options=dataclasses.replace(direct.options, endpoint_url=url, addressing_style="path")
+    )
 
 
 def run(
@@ -154,9 +371,12 @@ def run(
     requests_in_flight: int | None = None,
     fields: tuple[str, ...] | None = None,
     seed: int = 0,
+    latency_ms: float | None = None,
+    bandwidth: float | None = None,
+    stretch: int = STRETCH,
 ) -> RemoteResult:
-    from signal_dataset.storage import S3ObjectStore
-
+    """Time and count the batch rows and the stretch rows; `latency_ms`/`bandwidth` (bytes/s
+    per connection) put a shaping proxy between every reader and the endpoint."""
     from sds_loader.storage.s3_source import DEFAULT_REQUESTS_IN_FLIGHT
 
     dataset = sds.open(uri)
@@ -170,44 +390,41 @@ def run(
     plan = [np.sort(rng.choice(len(dataset), size=count, replace=False)) for _ in range(batches + 1)]
     warmup, timed = plan[0], plan[1:]
     options = _ReaderOptions(fields=fields, requests_in_flight=requests_in_flight)
+    length = min(stretch, len(dataset))
+    orders, stretch_note = _stretch_orders(uri, len(dataset), count, length, seed)
+    opening = _shard_firsts(dataset)
 
-    methods, warm_reader = _methods(uri, None, warmup, options)
-    # The methods take turns batch by batch, so that load from other work on
-    # the machine falls on all of them alike and their ratio holds.
-    seconds: dict[str, list[float]] = {name: [] for name, _, _ in methods}
-    for ordinals in timed:
-        for name, method, _ in methods:
-            # The garbage a method leaves (a boto3 client is thousands of
-            # objects in cycles) is collected here, not inside the next one's time.
-            gc.collect()
-            started = time.perf_counter()
-            method(ordinals)
-            seconds[name].append(time.perf_counter() - started)
-    warm_reader.close()
-
-    wire: dict[str, list[tuple[int, int]]] = {name: [] for name, _, _ in methods}
-    own: dict[str, list[tuple[int, int]]] = {name: [] for name, _, _ in methods}
+    shaped = latency_ms is not None or bandwidth is not None
     endpoint, counted_by = _counting_endpoint(dataset)
-    if endpoint is not None:
-        with CountingProxy(endpoint) as proxy:
-            counted_by = f"a counting proxy in front of {endpoint}, on a second pass over the same batches"
-            direct = dataset.object_store
-            assert isinstance(direct, S3ObjectStore)  # _counting_endpoint counts S3 stores only
-            store = S3ObjectStore(
-                options=dataclasses.replace(direct.options, endpoint_url=proxy.url, addressing_style="path")
+    if shaped and endpoint is None:
+        raise ValueError(
+            f"--latency-ms and --bandwidth-mbps put a proxy in front of the endpoint, and {uri} "
+            f"cannot have one: {counted_by.removeprefix('not counted: ')}"
+        )
+
+    with contextlib.ExitStack() as stack:
+        if shaped:
+            assert endpoint is not None
+            shaper = stack.enter_context(
+                ShapingProxy(endpoint, latency_ms=latency_ms or 0.0, bandwidth=bandwidth)
             )
-            counting, counting_warm = _methods(uri, store, warmup, options)
-            for ordinals in timed:
-                for name, method, _ in counting:
-                    before = proxy.counts()
-                    reported = method(ordinals)
-                    after = proxy.counts()
-                    wire[name].append(
-                        (after.requests - before.requests, after.body_bytes - before.body_bytes)
-                    )
-                    if reported is not None:
-                        own[name].append(reported)
-            counting_warm.close()
+            store = _store_at(dataset, shaper.url)
+            counted_by = f"the shaping proxy in front of {endpoint}, in the timed pass"
+            measured = _batch_pass(uri, store, warmup, timed, options, shaper)
+            stretches = _stretch_pass(uri, store, orders, opening, count, length, options, shaper)
+            counted, counted_stretches = measured, stretches
+        else:
+            measured = _batch_pass(uri, None, warmup, timed, options, None)
+            stretches = _stretch_pass(uri, None, orders, opening, count, length, options, None)
+            counted, counted_stretches = measured, {}
+            if endpoint is not None:
+                proxy = stack.enter_context(CountingProxy(endpoint))
+                counted_by = (
+                    f"a counting proxy in front of {endpoint}, on a second pass over the same batches"
+                )
+                store = _store_at(dataset, proxy.url)
+                counted = _batch_pass(uri, store, warmup, timed, options, proxy)
+                counted_stretches = _stretch_pass(uri, store, orders, opening, count, length, options, proxy)
 
     def medians(pairs: list[tuple[int, int]]) -> tuple[float | None, float | None]:
         if not pairs:
@@ -215,10 +432,16 @@ def run(
         return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs) / count
 
     rows = []
-    for name, _, note in methods:
-        middle = statistics.median(seconds[name])
-        requests, per_record = medians(wire[name])
-        reader_requests, reader_per_record = medians(own[name])
+    for name, note in ((SIGNAL_DATASET, "stages whole shards"), (COLD, "footers included"), (WARM, "")):
+        middle = statistics.median(measured.seconds[name])
+        requests, per_record = medians(counted.wire[name])
+        reader_requests, reader_per_record = medians(counted.own[name])
+        cpu_per_request = None
+        if name == WARM:
+            # The timed pass's own requests: the proxy's count when it counted
+            # that pass (shaped), else the reader's, which for a warm reader agree.
+            sent = sum(p[0] for p in (measured.wire[name] or measured.own[name]))
+            cpu_per_request = sum(measured.cpu[name]) / sent if sent else None
         rows.append(
             RemoteRow(
                 method=name,
@@ -230,6 +453,28 @@ def run(
                 note=note if endpoint is not None else f"{note}; {counted_by}".lstrip("; "),
                 reader_requests_per_batch=reader_requests,
                 reader_bytes_per_record=reader_per_record,
+                cpu_seconds_per_request=cpu_per_request,
+            )
+        )
+
+    stretch_rows = []
+    for name, _, note in orders:
+        timed_run = stretches[name]
+        wire = counted_stretches[name].wire if name in counted_stretches else None
+        own = (counted_stretches[name] if name in counted_stretches else timed_run).own
+        sent = timed_run.wire[0] if timed_run.wire is not None else timed_run.own[0]
+        stretch_rows.append(
+            StretchRow(
+                order=name,
+                records=length,
+                seconds=timed_run.seconds,
+                records_per_s=length / timed_run.seconds,
+                requests=None if wire is None else wire[0],
+                bytes_per_record=None if wire is None else wire[1] / length,
+                reader_requests=own[0],
+                reader_bytes_per_record=own[1] / length,
+                cpu_seconds_per_request=timed_run.cpu / sent if sent else None,
+                note=note,
             )
         )
     return RemoteResult(
@@ -241,7 +486,38 @@ def run(
         requests_in_flight=requests_in_flight or DEFAULT_REQUESTS_IN_FLIGHT,
         rows=rows,
         counted_by=counted_by,
+        latency_ms=latency_ms if shaped else None,
+        bandwidth_bytes_per_s=bandwidth if shaped else None,
+        stretch_rows=stretch_rows,
+        stretch_note=stretch_note,
+        ratios=_ratios(rows, stretch_rows),
     )
+
+
+def _ratios(rows: list[RemoteRow], stretch_rows: list[StretchRow]) -> dict[str, float]:
+    """BatchReader over signal_dataset (new reader, warm reader); ShardAwareSampler over shuffled."""
+    by_name = {row.method: row for row in rows}
+    ratios: dict[str, float] = {}
+    staged = by_name[SIGNAL_DATASET]
+    for label, name in (("new reader per batch", COLD), ("warm reader", WARM)):
+        ours = by_name[name]
+        prefix = f"{label}: BatchReader / signal_dataset (opened per batch)"
+        ratios[f"{prefix}, records/s"] = ours.records_per_s / staged.records_per_s
+        if ours.bytes_per_record is not None and staged.bytes_per_record:
+            ratios[f"{prefix}, bytes"] = ours.bytes_per_record / staged.bytes_per_record
+        if ours.requests_per_batch is not None and staged.requests_per_batch:
+            ratios[f"{prefix}, requests"] = ours.requests_per_batch / staged.requests_per_batch
+    orders = {row.order: row for row in stretch_rows}
+    if SHARD_AWARE in orders and SHUFFLED in orders:
+        aware, shuffled = orders[SHARD_AWARE], orders[SHUFFLED]
+        prefix = "stretch: ShardAwareSampler / shuffled"
+        ratios[f"{prefix}, records/s"] = aware.records_per_s / shuffled.records_per_s
+        if aware.requests is not None and shuffled.requests:
+            ratios[f"{prefix}, requests"] = aware.requests / shuffled.requests
+        else:
+            own = aware.reader_requests / max(1, shuffled.reader_requests)
+            ratios[f"{prefix}, reader's own requests"] = own
+    return ratios
 
 
 def _require_native(reader: BatchReader) -> None:
@@ -258,11 +534,21 @@ def legend(result: RemoteResult) -> str:
         if result.counted_by.startswith("not counted")
         else f"counted by {result.counted_by}"
     )
+    shaped = ""
+    if result.latency_ms is not None or result.bandwidth_bytes_per_s is not None:
+        pace = (
+            "unpaced"
+            if result.bandwidth_bytes_per_s is None
+            else f"{result.bandwidth_bytes_per_s / 1e6:g} MB/s per connection"
+        )
+        shaped = (
+            f"; every read goes through a shaping proxy: {result.latency_ms or 0:g} ms to first byte, {pace}"
+        )
     return (
         f"{result.uri}: {result.records} records, {size(result.record_bytes)} stored per record "
         "(shard bytes over records, footers included); "
         f"{result.batches} random batches of {result.batch_size} (median shown), "
-        f"{result.requests_in_flight} requests in flight; requests and bytes {counted}"
+        f"{result.requests_in_flight} requests in flight; requests and bytes {counted}{shaped}"
     )
 
 
@@ -275,16 +561,52 @@ def text(result: RemoteResult) -> str:
             "-" if row.requests_per_batch is None else f"{row.requests_per_batch:.0f}",
             "-" if row.bytes_per_record is None else size(row.bytes_per_record),
             "-" if row.x_own_size is None else f"{row.x_own_size:.2f}",
-            row.note,
+            row.note
+            if row.cpu_seconds_per_request is None
+            else f"{row.note}; {row.cpu_seconds_per_request * 1e3:.2f} ms CPU/request".lstrip("; "),
         ]
         for row in result.rows
     ]
-    return table(HEADER, cells, right=RIGHT)
+    parts = [table(HEADER, cells, right=RIGHT)]
+    if result.stretch_rows:
+        first = result.stretch_rows[0]
+        parts.append(
+            f"A warm reader reads {first.records:,} records of an epoch in batches of {result.batch_size}:"
+        )
+        parts.append(
+            table(
+                STRETCH_HEADER,
+                [
+                    [
+                        row.order,
+                        rate(row.records_per_s),
+                        f"{row.seconds:.3f}",
+                        f"{row.reader_requests}" if row.requests is None else f"{row.requests}",
+                        size(
+                            row.reader_bytes_per_record
+                            if row.bytes_per_record is None
+                            else row.bytes_per_record
+                        ),
+                        "-"
+                        if row.cpu_seconds_per_request is None
+                        else f"{row.cpu_seconds_per_request * 1e3:.2f}",
+                        row.note if row.requests is not None else f"{row.note}; reader's own count",
+                    ]
+                    for row in result.stretch_rows
+                ],
+                right=STRETCH_RIGHT,
+            )
+        )
+    elif result.stretch_note:
+        parts.append(result.stretch_note)
+    if result.ratios:
+        parts.append("\n".join(f"{name}: {value:.2f}x" for name, value in result.ratios.items()))
+    return "\n\n".join(parts)
 
 
 def write(result: RemoteResult, out: str) -> str:
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "bench-remote.json")
     with open(path, "w", encoding="utf-8") as handle:
-        json.dump({"format": "sds-loader-bench-remote/1", **asdict(result)}, handle, indent=2)
+        json.dump({"format": "sds-loader-bench-remote/2", **asdict(result)}, handle, indent=2)
     return path
