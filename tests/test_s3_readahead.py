@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from native_required import _native  # noqa: E402, F401
-from s3_fixtures import endpoint_options, s3_dataset, s3_server  # noqa: F401
+from s3_fixtures import endpoint_options, rclone_dataset, rclone_server  # noqa: F401
 from s3_server import FaultProxy
 from sds_factory import assert_batch
 from signal_dataset.storage import S3ObjectStore
@@ -27,9 +27,9 @@ def reader_through(proxy: FaultProxy, uri: str) -> sds_loader.BatchReader:
     )
 
 
-def test_will_need_returns_at_once_and_reads_ahead_off_the_callers_thread(s3_server, s3_dataset):
-    uri, _ = s3_dataset
-    proxy = FaultProxy(s3_server.port)
+def test_will_need_returns_at_once_and_reads_ahead_off_the_callers_thread(rclone_server, rclone_dataset):
+    uri, _ = rclone_dataset
+    proxy = FaultProxy(rclone_server.port)
     try:
         reader = reader_through(proxy, uri)
         proxy.stall_seconds = 1.0
@@ -52,9 +52,9 @@ def test_will_need_returns_at_once_and_reads_ahead_off_the_callers_thread(s3_ser
         proxy.close()
 
 
-def test_will_need_never_raises_when_the_store_is_gone(s3_server, s3_dataset):
-    uri, _ = s3_dataset
-    proxy = FaultProxy(s3_server.port)
+def test_will_need_never_raises_when_the_store_is_gone(rclone_server, rclone_dataset):
+    uri, _ = rclone_dataset
+    proxy = FaultProxy(rclone_server.port)
     port = proxy.port
     reader = reader_through(proxy, uri)
     assert_batch(uri, reader.read([0]), [0], ("samples",), ("label",))
@@ -65,7 +65,7 @@ def test_will_need_never_raises_when_the_store_is_gone(s3_server, s3_dataset):
     assert time.monotonic() - started < 0.5
     assert reader._state.readahead().wait_idle(60)
     # The store comes back on the same address: reads are exact.
-    proxy = FaultProxy(s3_server.port, port=port)
+    proxy = FaultProxy(rclone_server.port, port=port)
     try:
         indices = [47, 5, 17, 40, 1]
         assert_batch(uri, reader.read(indices), indices, ("samples",), ("label",))
@@ -73,9 +73,9 @@ def test_will_need_never_raises_when_the_store_is_gone(s3_server, s3_dataset):
         proxy.close()
 
 
-def test_will_need_on_a_closed_reader_opens_nothing(s3_server, s3_dataset):
-    uri, _ = s3_dataset
-    proxy = FaultProxy(s3_server.port)
+def test_will_need_on_a_closed_reader_opens_nothing(rclone_server, rclone_dataset):
+    uri, _ = rclone_dataset
+    proxy = FaultProxy(rclone_server.port)
     try:
         reader = reader_through(proxy, uri)
         reader.close()

@@ -1,4 +1,4 @@
-"""S3RangeSource against a real S3 server: exact bytes, bounded retries, clear errors.
+"""S3RangeSource against real S3 servers (rclone; moto where S3's If-Match matters): exact bytes, bounded retries, clear errors.
 
 Every range is compared with the same bytes of the local copy the test
 uploaded. Faults come from a real HTTP proxy in front of the server that
@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 import signal_dataset as sds
-from s3_fixtures import endpoint_options, s3_dataset, s3_server  # noqa: F401
+from s3_fixtures import endpoint_options, rclone_dataset, rclone_server, s3_server  # noqa: F401
 from s3_server import FaultProxy, free_port
 
 from sds_loader.s3_source import HEAD_BYTES, TAIL_BYTES, S3RangeSource
@@ -56,23 +56,23 @@ def fast_source(uris, url: str, **overrides) -> S3RangeSource:
     return S3RangeSource(uris, endpoint_options(url), **settings)
 
 
-@pytest.fixture(scope="module")
-def shards(s3_dataset):
-    uri, local = s3_dataset
+@pytest.fixture()
+def shards(rclone_dataset):
+    uri, local = rclone_dataset
     uris = shard_uris(uri)
     return uris, [local_bytes(u, uri, local) for u in uris]
 
 
 @pytest.fixture()
-def proxy(s3_server):
-    proxy = FaultProxy(s3_server.port)
+def proxy(rclone_server):
+    proxy = FaultProxy(rclone_server.port)
     yield proxy
     proxy.close()
 
 
-def test_sizes_and_ranges_are_exact(s3_server, shards):
+def test_sizes_and_ranges_are_exact(rclone_server, shards):
     uris, contents = shards
-    source = S3RangeSource(uris, endpoint_options(s3_server.url), requests_in_flight=8)
+    source = S3RangeSource(uris, endpoint_options(rclone_server.url), requests_in_flight=8)
     assert [source.size(f) for f in range(len(uris))] == [len(c) for c in contents]
     assert [source.name(f) for f in range(len(uris))] == uris
     requests = random_requests(contents, 60, seed=1)
@@ -155,7 +155,7 @@ def test_a_stalled_answer_times_out_and_is_retried(proxy, shards):
     assert stalled and source.counters.retries == 1
 
 
-def test_a_server_that_stops_and_comes_back(s3_server, shards):
+def test_a_server_that_stops_and_comes_back(rclone_server, shards):
     uris, contents = shards
     port = free_port()  # nothing listens here yet: connections are refused
     source = fast_source(uris, f"http://127.0.0.1:{port}", backoff_seconds=0.2, backoff_max_seconds=0.4)
@@ -165,7 +165,7 @@ def test_a_server_that_stops_and_comes_back(s3_server, shards):
         deadline = time.monotonic() + 30
         while source.counters.retries < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
-        started.append(FaultProxy(s3_server.port, port=port))
+        started.append(FaultProxy(rclone_server.port, port=port))
 
     thread = threading.Thread(target=come_back)
     thread.start()
@@ -180,34 +180,59 @@ def test_a_server_that_stops_and_comes_back(s3_server, shards):
     assert source.counters.retries >= 1
 
 
-def test_missing_object_is_a_clear_error(s3_server, shards):
+def test_missing_object_is_a_clear_error(rclone_server, shards):
     uris, _ = shards
     missing = uris[0].rsplit("/", 1)[0] + "/no-such-shard.arrayrecord"
-    source = S3RangeSource([uris[0], missing], endpoint_options(s3_server.url))
+    source = S3RangeSource([uris[0], missing], endpoint_options(rclone_server.url))
     with pytest.raises(sds.StorageError, match=rf"{missing} does not exist"):
         source.size(1)
     assert source.counters.retries == 0
 
 
-def test_a_range_past_the_end_is_refused(s3_server, shards):
+def test_a_range_past_the_end_is_refused(rclone_server, shards):
     uris, contents = shards
-    source = S3RangeSource(uris, endpoint_options(s3_server.url))
+    source = S3RangeSource(uris, endpoint_options(rclone_server.url))
     with pytest.raises(sds.StorageError, match=rf"{uris[1]} holds {len(contents[1])} bytes"):
         source.fetch([(1, len(contents[1]) - 4, memoryview(bytearray(8)))])
 
 
-def test_a_replaced_object_fails_rather_than_mixing_versions(s3_server, shards, tmp_path):
+def test_a_replaced_object_fails_rather_than_mixing_versions(rclone_server, shards):
+    # rclone ignores If-Match (S3 would answer 412): the ETag every answer
+    # carries is what tells the reader that the object changed under it.
     uris, contents = shards
-    client = s3_server.client()
     bucket, key = uris[0][len("s3://") :].split("/", 1)
     copy_key = key + ".copy"
-    client.put_object(Bucket=bucket, Key=copy_key, Body=contents[0])
+    path = rclone_server.path(bucket, copy_key)
+    path.write_bytes(contents[0])
     copy_uri = f"s3://{bucket}/{copy_key}"
-    source = S3RangeSource([copy_uri], endpoint_options(s3_server.url))
-    source.size(0)
-    client.put_object(Bucket=bucket, Key=copy_key, Body=contents[0][::-1])
+    source = S3RangeSource([copy_uri], endpoint_options(rclone_server.url))
+    deadline = time.monotonic() + 30
+    while True:  # until the server's cached listing shows the new object
+        try:
+            source.size(0)
+            break
+        except sds.StorageError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    path.write_bytes(contents[0][::-1])
     with pytest.raises(sds.StorageError, match=rf"{copy_uri} was replaced"):
         source.fetch([(0, 0, memoryview(bytearray(100)))])
+
+
+def test_a_store_that_checks_if_match_refuses_a_replaced_object(s3_server, tmp_path):
+    # moto, like S3, answers a GET pinned to an old ETag with 412.
+    client = s3_server.client()
+    client.create_bucket(Bucket="replaced")
+    body = bytes(range(256)) * 1024
+    client.put_object(Bucket="replaced", Key="shard", Body=body)
+    source = S3RangeSource(["s3://replaced/shard"], endpoint_options(s3_server.url))
+    buffer = bytearray(100)
+    source.fetch([(0, 1000, memoryview(buffer))])
+    assert bytes(buffer) == body[1000:1100]
+    client.put_object(Bucket="replaced", Key="shard", Body=body[::-1])
+    with pytest.raises(sds.StorageError, match=r"s3://replaced/shard was replaced"):
+        source.fetch([(0, 2000, memoryview(bytearray(100)))])
 
 
 def _child_reads(source: S3RangeSource, expected: bytes, queue) -> None:
@@ -216,9 +241,9 @@ def _child_reads(source: S3RangeSource, expected: bytes, queue) -> None:
     queue.put(b"".join(buffers) == expected[:4000])
 
 
-def test_a_forked_child_reads_with_its_own_client(s3_server, shards):
+def test_a_forked_child_reads_with_its_own_client(rclone_server, shards):
     uris, contents = shards
-    source = S3RangeSource(uris, endpoint_options(s3_server.url))
+    source = S3RangeSource(uris, endpoint_options(rclone_server.url))
     source.fetch([(0, 0, memoryview(bytearray(10))), (1, 0, memoryview(bytearray(10)))])
     parent_native = source.native_source
     context = multiprocessing.get_context("fork")
