@@ -1,4 +1,6 @@
-"""S3RangeSource against real S3 servers (rclone; moto where S3's If-Match matters): exact bytes, bounded retries, clear errors.
+"""S3RangeSource against real S3 servers: exact bytes, bounded retries, clear errors.
+
+The server is rclone's, and moto's where S3's own answer to If-Match matters.
 
 Every range is compared with the same bytes of the local copy the test
 uploaded. Faults come from a real HTTP proxy in front of the server that
@@ -287,3 +289,26 @@ def test_close_during_a_read_never_hangs_and_reopens(proxy, shards):
     buffer = bytearray(100)
     source.fetch([(1, 0, memoryview(buffer)), (2, 0, memoryview(bytearray(1)))])
     assert bytes(buffer) == contents[1][:100]
+
+
+def test_a_shard_smaller_than_the_tail_read_is_read_whole(rclone_server):
+    # S3 answers a suffix range longer than the object with the whole
+    # object; rclone answers 416. Either way the shard opens, at no retry.
+    body = bytes(range(256)) * 40  # 10 kB, far under TAIL_BYTES
+    assert len(body) < TAIL_BYTES
+    rclone_server.path("small", "shard").parent.mkdir(parents=True, exist_ok=True)
+    rclone_server.path("small", "shard").write_bytes(body)
+    source = S3RangeSource(["s3://small/shard"], endpoint_options(rclone_server.url))
+    deadline = time.monotonic() + 30
+    while True:  # until the server's cached listing shows the new bucket
+        try:
+            assert source.size(0) == len(body)
+            break
+        except sds.StorageError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    buffer = bytearray(3000)
+    source.fetch([(0, 7000, memoryview(buffer))])
+    assert bytes(buffer) == body[7000:10000]
+    assert source.counters.retries == 0

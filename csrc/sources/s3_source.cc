@@ -76,23 +76,38 @@ bool Transient(long status, const std::string& code) {
   return std::find(std::begin(kCodes), std::end(kCodes), code) != std::end(kCodes);
 }
 
-[[noreturn]] void Permanent(long status, const std::string& code, const std::string& uri) {
+bool RefusedIdentity(long status, const std::string& code) {
+  static const char* const kCodes[] = {"AccessDenied",          "SignatureDoesNotMatch",
+                                       "InvalidAccessKeyId",    "ExpiredToken",
+                                       "InvalidToken",          "TokenRefreshRequired",
+                                       "MissingSecurityHeader", "AuthorizationHeaderMalformed",
+                                       "UnsupportedAlgorithm"};
+  return status == 401 || status == 403 ||
+         std::find(std::begin(kCodes), std::end(kCodes), code) != std::end(kCodes);
+}
+
+[[noreturn]] void Permanent(long status, const std::string& code, const std::string& uri,
+                            bool signed_requests) {
+  if (code == "NoSuchBucket")
+    StorageFail("the bucket of " + uri + " does not exist at this endpoint");
   if (code == "NoSuchKey" || code == "NotFound" || status == 404) {
-    if (code == "NoSuchBucket")
-      StorageFail("the bucket of " + uri + " does not exist at this endpoint");
     StorageFail(uri + " does not exist. The dataset's manifest names this shard, so it was deleted "
                       "after publication, or the reader is pointed at another bucket or endpoint");
   }
-  if (code == "NoSuchBucket")
-    StorageFail("the bucket of " + uri + " does not exist at this endpoint");
   if (code == "PreconditionFailed" || status == 412) StorageFail(Replaced(uri));
   if (code == "InvalidRange" || status == 416) StorageFail(Truncated(uri));
-  if (status == 403) {
-    StorageFail("S3 refused to read " + uri + " (" + (code.empty() ? "HTTP 403" : code) +
+  if (RefusedIdentity(status, code)) {
+    const std::string what = code.empty() ? "HTTP " + std::to_string(status) : code;
+    if (!signed_requests) {
+      StorageFail("S3 refused to read " + uri + " (" + what +
+                  "): no credentials were found (environment, profile, container or instance "
+                  "role), so the request went unsigned; check the credentials");
+    }
+    StorageFail("S3 refused to read " + uri + " (" + what +
                 "); check the credentials, their expiry, the bucket policy and the system clock");
   }
-  StorageFail("reading " + uri +
-              " failed: " + (code.empty() ? "HTTP " + std::to_string(status) : code));
+  StorageFail("reading " + uri + " failed: HTTP " + std::to_string(status) +
+              (code.empty() ? "" : " " + code));
 }
 
 std::string RangeHeader(uint64_t first, uint64_t size) {
@@ -117,6 +132,8 @@ struct S3Get {
   HttpGet http;
   std::string reason;  // why the last attempt failed, when it may be tried again
   bool ok = false;     // for an optional GET: whether it got its bytes
+  bool whole = false;  // a tail asked for as the whole object
+  bool free = false;   // the last attempt failed in a way that costs no retry
 };
 
 // Runs GETs to their end, retrying what may succeed later; throws a storage
@@ -149,12 +166,17 @@ class S3Source::Attempts {
       }
       optional.clear();
       std::vector<S3Get*> again;
+      size_t costly = 0;
       for (S3Get* get : pending) {
-        if (!Check(*get)) again.push_back(get);
+        get->free = false;
+        if (!Check(*get)) {
+          again.push_back(get);
+          costly += get->free ? 0 : 1;
+        }
       }
       pending.swap(again);
-      if (!pending.empty() && attempt + 1 < settings.max_attempts) {
-        source_.retries_ += pending.size();
+      if (costly > 0 && attempt + 1 < settings.max_attempts) {
+        source_.retries_ += costly;
         const double ceiling =
             std::min(settings.backoff_max_s,
                      settings.backoff_s * static_cast<double>(1u << std::min(attempt, 20)));
@@ -182,7 +204,16 @@ class S3Source::Attempts {
     }
     if (http.status != 200 && http.status != 206) {
       const std::string code = ErrorCode(http.body);
-      if (!Transient(http.status, code)) Permanent(http.status, code, uri);
+      if (get.tail && http.status == 416 && !get.whole) {
+        // Some servers refuse a suffix longer than the object, which S3
+        // answers with the whole object: ask for the whole (small) object.
+        get.whole = true;
+        get.free = true;
+        get.http.range.clear();
+        get.reason = "the server refused a suffix range longer than the object";
+        return false;
+      }
+      if (!Transient(http.status, code)) Permanent(http.status, code, uri, source_.signed_.load());
       get.reason = "HTTP " + std::to_string(http.status) + (code.empty() ? "" : " " + code);
       return false;
     }
@@ -255,6 +286,7 @@ S3Source::Shard S3Source::ShardOf(size_t file) {
 }
 
 void S3Source::SetCredentials(AwsCredentials credentials) {
+  signed_ = !credentials.access_key.empty();
   client_.SetCredentials(std::move(credentials));
 }
 

@@ -123,6 +123,7 @@ class S3Source : public ShardSource, public ForkGuarded {
   std::atomic<uint64_t> retries_{0};
   std::atomic<uint64_t> ahead_hits_{0};
   std::atomic<uint64_t> closes_{0};
+  std::atomic<bool> signed_{false};
   // Last: destroyed first, so that no readahead task outlives what it uses.
   TaskThread readahead_;
 };
