@@ -29,8 +29,10 @@ from sds_loader.cli.bench.counting_proxy import CountingProxy
 from sds_loader.cli.bench.shaping_proxy import ShapingProxy
 
 
-def test_bench_reports_rates_and_bytes_per_record(rclone_dataset, tmp_path, capsys):
+def test_bench_reports_rates_and_bytes_per_record(rclone_dataset, tmp_path, capsys, monkeypatch):
     uri, _ = rclone_dataset
+    # Without --out, results go to a new dated folder under bench-results/.
+    monkeypatch.chdir(tmp_path)
     status = main(
         [
             "bench",
@@ -41,15 +43,15 @@ def test_bench_reports_rates_and_bytes_per_record(rclone_dataset, tmp_path, caps
             "2",
             "--requests-in-flight",
             "4",
-            "--out",
-            str(tmp_path),
         ]
     )
     out = capsys.readouterr().out
     assert status == 0
     assert "records/s" in out and "fetched/record" in out
     assert "counted by a counting proxy in front of http://127.0.0.1:" in out
-    result = json.loads((tmp_path / "bench-remote.json").read_text())
+    [written] = (tmp_path / "bench-results").glob("*/bench-remote.json")
+    assert f"json: {os.path.relpath(written, tmp_path)}" in out or f"json: {written}" in out
+    result = json.loads(written.read_text())
     assert result["batch_size"] == 6 and result["requests_in_flight"] == 4
     rows = {
         row["method"].split(",")[0] + (" warm" if "warm" in row["method"] else ""): row

@@ -260,7 +260,9 @@ def parser() -> argparse.ArgumentParser:
 
 def _bench_remote(args: argparse.Namespace) -> int:
     from sds_loader.cli.bench import remote
+    from sds_loader.cli.bench.run import results_dir
 
+    out = results_dir(args.out)  # checked before anything is timed
     result = remote.run(
         args.path,
         batch_size=args.batch_size or 64,
@@ -274,7 +276,7 @@ def _bench_remote(args: argparse.Namespace) -> int:
     print()
     print(remote.text(result))
     print()
-    print(f"json: {remote.write(result, args.out)}")
+    print(f"json: {remote.write(result, out)}")
     return 0
 
 
