@@ -20,8 +20,10 @@ import pytest
 import signal_dataset as sds
 from s3_fixtures import endpoint_options, rclone_dataset, rclone_server, s3_server  # noqa: F401
 from s3_server import FaultProxy, free_port
+from signal_dataset.storage.backends.s3 import S3Options
 
 from sds_loader.s3_source import HEAD_BYTES, TAIL_BYTES, S3RangeSource
+from sds_loader.storage import s3_source
 
 
 def shard_uris(uri: str) -> list[str]:
@@ -312,3 +314,30 @@ def test_a_shard_smaller_than_the_tail_read_is_read_whole(rclone_server):
     source.fetch([(0, 7000, memoryview(buffer))])
     assert bytes(buffer) == body[7000:10000]
     assert source.counters.retries == 0
+
+
+def test_an_endpoint_from_the_environment_is_the_one_boto3_would_use(rclone_server, shards, monkeypatch):
+    # No endpoint in the settings: boto3 takes AWS_ENDPOINT_URL_S3, and so does the native path.
+    uris, contents = shards
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", rclone_server.url)
+    monkeypatch.setattr(s3_source, "_ENDPOINTS", {})
+    monkeypatch.setattr(s3_source, "_SESSIONS", {})
+    source = S3RangeSource(uris, S3Options(region_name="us-east-1", addressing_style="path"))
+    buffer = bytearray(2000)
+    source.fetch([(2, 123, memoryview(buffer))])
+    assert bytes(buffer) == contents[2][123:2123]
+
+
+def test_urls_are_addressed_as_boto3_addresses_them():
+    aws = S3Options(region_name="eu-west-1", endpoint_url="https://s3.eu-west-1.amazonaws.com")
+    assert s3_source.object_url(aws, "eu-west-1", "bucket", "a b/c+d=1.arrayrecord") == (
+        "https://bucket.s3.eu-west-1.amazonaws.com/a%20b/c%2Bd%3D1.arrayrecord"
+    )
+    # A bucket with dots cannot be a TLS host name; an IP endpoint has no host names.
+    assert s3_source.object_url(aws, "eu-west-1", "my.bucket", "k").startswith(
+        "https://s3.eu-west-1.amazonaws.com/my.bucket/"
+    )
+    local = S3Options(endpoint_url="http://127.0.0.1:9000/")
+    assert s3_source.object_url(local, "us-east-1", "b", "k") == "http://127.0.0.1:9000/b/k"
+    virtual = S3Options(endpoint_url="http://minio.internal:9000", addressing_style="virtual")
+    assert s3_source.object_url(virtual, "us-east-1", "b", "x/y") == "http://b.minio.internal:9000/x/y"

@@ -226,7 +226,7 @@ class BatchReader:
 
     Shards in S3 (or any S3-compatible store) are read natively too: the same
     plan, then only the byte ranges it needs, as ranged GETs, up to
-    `requests_in_flight` at once per process (default 32). The store's
+    `requests_in_flight` at once per read (default 64). The store's
     settings are signal_dataset's own: `object_store` is passed to
     `signal_dataset.open`, and by default the store comes from signal_dataset's
     registry, as it does for `signal_dataset.open(uri)`.

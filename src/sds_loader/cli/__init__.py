@@ -132,7 +132,7 @@ def parser() -> argparse.ArgumentParser:
         "--requests-in-flight",
         type=_positive,
         default=None,
-        help="ranged GETs in flight for a dataset in object storage (default 32)",
+        help="ranged GETs in flight for a dataset in object storage (default 64)",
     )
     bench.add_argument(
         "--latency-ms",

@@ -55,11 +55,12 @@ if TYPE_CHECKING:
 
     from sds_loader import _native
 
-#: Requests kept in flight by one reader in one process. A request to a real
-#: object store costs tens of milliseconds whatever its size, so a sparse batch
-#: is bound by how many are in flight; past a few dozen per process the gain is
-#: small and the store may throttle.
-DEFAULT_REQUESTS_IN_FLIGHT = 32
+#: Requests kept in flight by one read. A request to a real object store costs
+#: tens of milliseconds whatever its size, so a sparse batch is bound by how
+#: many are in flight: 64 lets a batch of 64 scattered records go out in one
+#: round trip. Connections cost the store little (S3 serves thousands of GETs
+#: a second per prefix); each costs this process a socket and a little memory.
+DEFAULT_REQUESTS_IN_FLIGHT = 64
 
 #: Bytes read from the end of a shard by its first request. One suffix GET gives
 #: the object's size (from `Content-Range`), its ETag, the postscript (the last
@@ -136,6 +137,7 @@ def _forget_parent_state() -> None:
     # A parent thread may have held this lock, or a credential refresh lock, at the fork.
     _SESSIONS_LOCK = threading.Lock()
     _SESSIONS.clear()
+    _ENDPOINTS.clear()
     for source in list(_LIVE):
         source._forget_parent()
 
@@ -161,6 +163,27 @@ def region_of(options: S3Options) -> str:
     return _session(options.profile_name).region_name or "us-east-1"
 
 
+#: The endpoint boto3 resolves by itself, by (profile, region).
+_ENDPOINTS: dict[tuple[str | None, str], str] = {}
+
+
+def endpoint_of(options: S3Options, region: str) -> str:
+    """The endpoint requests go to: the settings', else the one boto3 resolves.
+
+    boto3 also takes an endpoint from `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`
+    and the profile's configuration, so its own client is asked (once per
+    process, profile and region) rather than this module guessing AWS's.
+    """
+    if options.endpoint_url:
+        return options.endpoint_url
+    key = (options.profile_name, region)
+    found = _ENDPOINTS.get(key)
+    if found is None:
+        client = _session(options.profile_name).client("s3", region_name=region)
+        found = _ENDPOINTS[key] = str(client.meta.endpoint_url)
+    return found
+
+
 def object_url(options: S3Options, region: str, bucket: str, key: str) -> str:
     """The URL of `bucket`/`key`, addressed as boto3 would with these settings.
 
@@ -168,7 +191,7 @@ def object_url(options: S3Options, region: str, bucket: str, key: str) -> str:
     endpoint is an IP address or localhost, or when the bucket name cannot be
     a host name; otherwise virtual-hosted style (`bucket.host/key`).
     """
-    endpoint = (options.endpoint_url or f"https://s3.{region}.amazonaws.com").rstrip("/")
+    endpoint = endpoint_of(options, region).rstrip("/")
     parts = urlsplit(endpoint)
     host = parts.hostname or ""
     path_key = quote(key, safe="/-_.~")
