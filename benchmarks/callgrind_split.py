@@ -20,7 +20,7 @@ import subprocess
 from collections import Counter
 
 BUCKETS = [
-    ("zstd", re.compile(r"ZSTD_|HUF_|FSE_|zstd", re.I)),
+    ("zstd", re.compile(r"third_party/zstd/|libzstd|:(ZSTD_|HUF_|FSE_|HIST_)")),
     ("hashing", re.compile(r"highwayhash|HighwayHash|RiegeliHash", re.I)),
     ("memmove/memcpy", re.compile(r"mem(move|cpy)", re.I)),
     ("memset", re.compile(r"memset", re.I)),
