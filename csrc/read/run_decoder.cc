@@ -99,7 +99,7 @@ void DecodeWantedRecords(const Chunk& chunk, const ShardIndex& index, const Want
                          const WantedRecord** current) {
   if (!IsDecodableRecordChunk(chunk, index, wanted.chunk)) {
     for (const WantedRecord& record : wanted.records) {
-      for (size_t row : record.rows) needs_fallback[row] = 1;
+      for (size_t k = 0; k < record.rows.size(); ++k) needs_fallback[record.rows[k]] = 1;
     }
     return;
   }
