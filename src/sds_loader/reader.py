@@ -831,10 +831,11 @@ class BatchReader:
         # Another thread's read may land in between: a count for tests that
         # read from one thread.
         helped = state.native.helped_batches - helped
-        fallback_records = 0
-        if needs_fallback.any():
-            positions = np.flatnonzero(needs_fallback)
-            fallback_records = int(positions.size)
+        # The array's own nonzero(): flatnonzero and any() each pass through
+        # Python wrappers that cost more than a small batch's bookkeeping.
+        positions = needs_fallback.nonzero()[0]
+        fallback_records = int(positions.size)
+        if fallback_records:
             try:
                 state.fallback.fill(
                     ordinals[positions],
@@ -847,14 +848,15 @@ class BatchReader:
             except BaseException:
                 self.stats._add(helped_batches=helped)
                 raise
-        # One update (one lock) a batch: a batch of a few short records is
-        # read in tens of microseconds, and each update costs one or two.
-        self.stats._add(
-            helped_batches=helped,
-            fallback_records=fallback_records,
-            native_records=int(ordinals.size) - fallback_records,
-            batches=batches,
-        )
+        # One update (one lock) a batch, written out rather than through
+        # _add's keywords: a batch of a few short records is read in tens of
+        # microseconds, and each update cost one or two.
+        stats = self.stats
+        with _STATS_LOCK:
+            stats.helped_batches += helped
+            stats.fallback_records += fallback_records
+            stats.native_records += int(ordinals.size) - fallback_records
+            stats.batches += batches
 
     def _open_shards(self, state: _ProcessState, files: np.ndarray) -> None:
         """Open the new shards among `files` together: in object storage one round
