@@ -225,10 +225,13 @@ ZSTD_DCtx* ThreadZstdContext() {
 
 void DecompressExact(uint8_t type, const uint8_t* src, size_t size, uint8_t* dst,
                      size_t decoded_size, const char* what, ZSTD_DCtx* zstd_context) {
-  const std::string prefix = std::string(what) + " (" + CompressionName(type) + ") ";
+  // Built only for a message: a short record's chunk is decompressed twice
+  // (sizes, values), and the string cost a malloc and a few hundred
+  // instructions each time.
+  const auto prefix = [&] { return std::string(what) + " (" + CompressionName(type) + ") "; };
   switch (type) {
     case kNoCompression:
-      if (size != decoded_size) Corrupt(prefix + "has the wrong length");
+      if (size != decoded_size) Corrupt(prefix() + "has the wrong length");
       if (size) std::memcpy(dst, src, size);
       return;
     case kZstd: {
@@ -238,28 +241,28 @@ void DecompressExact(uint8_t type, const uint8_t* src, size_t size, uint8_t* dst
           ZSTD_decompressDCtx(zstd_context != nullptr ? zstd_context : ThreadZstdContext(), dst,
                               decoded_size, src, size);
       if (ZSTD_isError(written)) {
-        Corrupt(prefix + "fails to decompress: " + ZSTD_getErrorName(written));
+        Corrupt(prefix() + "fails to decompress: " + ZSTD_getErrorName(written));
       }
-      if (written != decoded_size) Corrupt(prefix + "decompresses to the wrong length");
+      if (written != decoded_size) Corrupt(prefix() + "decompresses to the wrong length");
       return;
     }
     case kSnappy: {
       size_t length = 0;
       const char* input = reinterpret_cast<const char*>(src);
       if (!snappy::GetUncompressedLength(input, size, &length) || length != decoded_size) {
-        Corrupt(prefix + "declares the wrong decompressed length");
+        Corrupt(prefix() + "declares the wrong decompressed length");
       }
       if (!snappy::RawUncompress(input, size, reinterpret_cast<char*>(dst))) {
-        Corrupt(prefix + "fails to decompress");
+        Corrupt(prefix() + "fails to decompress");
       }
       return;
     }
     case kBrotli: {
       size_t written = decoded_size;
       if (BrotliDecoderDecompress(size, src, &written, dst) != BROTLI_DECODER_RESULT_SUCCESS) {
-        Corrupt(prefix + "fails to decompress");
+        Corrupt(prefix() + "fails to decompress");
       }
-      if (written != decoded_size) Corrupt(prefix + "decompresses to the wrong length");
+      if (written != decoded_size) Corrupt(prefix() + "decompresses to the wrong length");
       return;
     }
     default:

@@ -12,8 +12,10 @@ namespace {
 
 std::string At(uint64_t pos) { return "chunk at offset " + std::to_string(pos); }
 
-ChunkHeader ParseHeader(const FileRange& range, uint64_t begin, uint64_t* data_begin) {
-  Pieces pieces;
+// `pieces` is working space, whatever it held.
+ChunkHeader ParseHeader(const FileRange& range, uint64_t begin, uint64_t* data_begin,
+                        Pieces* work) {
+  Pieces& pieces = *work;
   LogicalRange(range, begin, kChunkHeaderSize, /*verify=*/true, "chunk header", &pieces,
                data_begin);
   uint8_t bytes[kChunkHeaderSize];
@@ -35,7 +37,8 @@ ChunkHeader ParseHeader(const FileRange& range, uint64_t begin, uint64_t* data_b
 
 ChunkHeader ReadChunkHeader(const FileRange& range, uint64_t begin) {
   uint64_t data_begin;
-  return ParseHeader(range, begin, &data_begin);
+  Pieces work;
+  return ParseHeader(range, begin, &data_begin, &work);
 }
 
 void ReadChunk(const FileRange& range, uint64_t begin, uint64_t limit, bool verify_data,
@@ -91,9 +94,11 @@ uint64_t ChunkEnd(uint64_t begin, uint64_t limit, const ChunkHeader& header) {
 
 uint64_t ReadChunkFrame(const FileRange& range, uint64_t begin, uint64_t limit, Chunk* chunk) {
   chunk->begin = begin;
-  chunk->data.Clear();
   uint64_t data_begin;
-  chunk->header = ParseHeader(range, begin, &data_begin);
+  // The chunk's own pieces serve as the header's working space (a chunk
+  // held in scratch then allocates none), and are emptied after.
+  chunk->header = ParseHeader(range, begin, &data_begin, &chunk->data);
+  chunk->data.Clear();
   chunk->end = ChunkEnd(begin, limit, chunk->header);
   return data_begin;
 }

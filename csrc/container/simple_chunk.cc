@@ -91,7 +91,7 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size, std::vector
   // Read in place when the sizes lie in one piece (a chunk read with its
   // block headers set aside always is); gathered only when a block header
   // splits them. A chunk of one short record must not pay an allocation here.
-  Pieces sizes_pieces;
+  Pieces& sizes_pieces = out->parts;
   SliceOfPieces(data, head.sizes_begin, head.sizes_size, &sizes_pieces);
   std::vector<uint8_t> gathered_sizes;
   const uint8_t* sizes_begin;
@@ -111,7 +111,9 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size, std::vector
       Corrupt("record sizes claim " + std::to_string(decoded_sizes_size) + " bytes for " +
               std::to_string(header.num_records) + " records");
     }
-    Pieces compressed;
+    // sizes_begin points into the chunk, not into the pieces: they are free.
+    Pieces& compressed = out->parts;
+    compressed.Clear();
     compressed.Append(p, static_cast<size_t>(sizes_end - p));
     CheckDecodedSize(head.compression, compressed, decoded_sizes_size, "record sizes");
     DecompressInto(head.compression, p, static_cast<size_t>(sizes_end - p), decoded_sizes_size,

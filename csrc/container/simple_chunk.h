@@ -18,6 +18,9 @@ struct SimpleChunk {
   std::vector<uint64_t> offsets;  // where each record begins in the decoded values
   Pieces values;                  // compressed values, without the size prefix
   uint64_t decoded_size = 0;
+  // ParseSimpleChunk's working pieces, kept with the chunk so that parsing
+  // the next one in the same scratch allocates nothing for them.
+  Pieces parts;
 };
 
 // `max_decoded_size` bounds what the chunk may claim to decode to; a chunk

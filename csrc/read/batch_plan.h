@@ -26,10 +26,31 @@ struct OpenShard {
   VerifiedChunks verified;  // sized to the index's chunks when opened
 };
 
+// The rows one record fills. Almost always one: it is held inline, since a
+// vector per record cost a malloc and a free for every record of a batch.
+class RowList {
+ public:
+  size_t operator[](size_t k) const { return k == 0 ? first_ : more_[k - 1]; }
+  size_t size() const { return count_; }
+  void push_back(size_t row) {
+    if (count_ == 0) {
+      first_ = row;
+    } else {
+      more_.push_back(row);
+    }
+    ++count_;
+  }
+
+ private:
+  size_t first_ = 0;
+  size_t count_ = 0;
+  std::vector<size_t> more_;  // the rows after the first
+};
+
 struct WantedRecord {
   uint64_t chunk_record = 0;
   uint64_t shard_record = 0;
-  std::vector<size_t> rows;  // rows[0] is decoded, the rest copied
+  RowList rows;  // rows[0] is decoded, the rest copied
 };
 
 struct WantedChunk {

@@ -81,7 +81,10 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
   GrowTo(&scratch->run_block_headers, header_bytes);
   std::vector<RangeRequest>& requests = scratch->requests;
   requests.clear();
-  std::vector<std::pair<size_t, size_t>> requested;  // (run, its first request)
+  // (run, its first request), kept in scratch: a slice is often one run of
+  // one short record, and a vector of its own cost a malloc a slice.
+  std::vector<std::pair<size_t, size_t>>& requested = scratch->requested_runs;
+  requested.clear();
   uint8_t* data = scratch->file_bytes.data();
   uint8_t* headers = scratch->run_block_headers.data();
   for (size_t r = slice.first; r < slice.last; ++r) {

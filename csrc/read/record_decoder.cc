@@ -20,7 +20,11 @@ std::string ShapeText(const std::vector<uint64_t>& shape) {
 // Headers up to this size are kept among the earlier ones; larger ones
 // (many tensors) are rare and would hold much memory per thread.
 constexpr uint64_t kEarlierHeaderBytes = 4096;
-constexpr size_t kEarlierHeaders = 4;
+// A float in the metadata (an SNR, say) is written in 16 to 20 digits, so
+// the descriptor's length, and with it the header, takes about nine values,
+// five of them common: with four earlier headers, a rare one evicted a
+// common one, which the next record with it parsed again.
+constexpr size_t kEarlierHeaders = 8;
 
 bool Matches(const std::vector<uint8_t>& from, uint64_t from_data_size, const uint8_t* header,
              uint64_t header_size, uint64_t data_size) {

@@ -99,17 +99,19 @@ void DecodeWantedRecords(const Chunk& chunk, const ShardIndex& index, const Want
                          const WantedRecord** current) {
   if (!IsDecodableRecordChunk(chunk, index, wanted.chunk)) {
     for (const WantedRecord& record : wanted.records) {
-      for (size_t row : record.rows) needs_fallback[row] = 1;
+      for (size_t k = 0; k < record.rows.size(); ++k) needs_fallback[record.rows[k]] = 1;
     }
     return;
   }
   // Kept in scratch, as the chunk is: a run of one short record must not
   // allocate its chunk's structures afresh.
   SimpleChunk& parsed = scratch->parsed;
-  Pieces& decoded = scratch->decoded;
   ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
+  // Two pointers, which std::function holds without allocating (three
+  // did not: a malloc per chunk).
   const ChunkRecords records{
-      parsed.offsets, parsed.sizes, [&] { return OpenValueStream(parsed, &decoded, scratch); },
+      parsed.offsets, parsed.sizes,
+      [&parsed, scratch] { return OpenValueStream(parsed, &scratch->decoded, scratch); },
       // A window from a zstd chunk need not decompress past its end.
       layout.window.active() && layout.targets.empty() && parsed.compression == kZstd};
   DecodeChunkRecords(wanted, records, layout, keys, scratch, current);

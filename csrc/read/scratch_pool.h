@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/fork_guard.h"
@@ -54,6 +55,7 @@ struct WorkerScratch {
   // other runs fetched with it.
   std::vector<uint8_t> window_bytes;
   std::vector<RangeRequest> requests;
+  std::vector<std::pair<size_t, size_t>> requested_runs;  // executor.cc: (run, its first request)
   // How the batch this scratch serves fetches; the plainest outside a batch.
   FetchPlan fetch_plan;
   std::vector<uint8_t> block_headers;  // of the bytes in file_bytes, read beside them

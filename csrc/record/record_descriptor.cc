@@ -30,7 +30,19 @@ void ParseDescriptor(const uint8_t* text, uint64_t size, Descriptor* out) {
 }
 
 void CheckDescriptorTensors(const Descriptor& descriptor, const SafeTensorsHeader& header) {
-  std::vector<bool> claimed(header.tensors.size(), false);
+  // Which tensors some field claims: a bit each. A record rarely holds more
+  // than 64 tensors, and a vector per record cost a malloc and a free.
+  const size_t count = header.tensors.size();
+  uint64_t few = 0;
+  std::vector<bool> many(count > 64 ? count : 0, false);
+  const auto claim = [&](size_t t) {
+    if (count > 64) {
+      many[t] = true;
+    } else {
+      few |= uint64_t{1} << t;
+    }
+  };
+  const auto claimed = [&](size_t t) { return count > 64 ? bool(many[t]) : (few >> t & 1) != 0; };
   for (size_t f = 0; f < descriptor.fields.size(); ++f) {
     const auto& [name, key] = descriptor.fields[f];
     const TensorEntry* tensor = header.Find(key);
@@ -40,10 +52,10 @@ void CheckDescriptorTensors(const Descriptor& descriptor, const SafeTensorsHeade
     if (tensor->shape != descriptor.axis_lengths[f]) {
       Malformed("field \"" + name + "\" axes do not match the shape of tensor \"" + key + "\"");
     }
-    claimed[static_cast<size_t>(tensor - header.tensors.data())] = true;
+    claim(static_cast<size_t>(tensor - header.tensors.data()));
   }
-  for (size_t t = 0; t < header.tensors.size(); ++t) {
-    if (!claimed[t] && header.tensors[t].key != kDescriptorTensor) {
+  for (size_t t = 0; t < count; ++t) {
+    if (!claimed(t) && header.tensors[t].key != kDescriptorTensor) {
       Malformed("tensor \"" + header.tensors[t].key + "\" belongs to no field");
     }
   }

@@ -532,19 +532,18 @@ class BatchReader:
             )
             return arrays
         try:
-            self._read_into(ordinals, schema, arrays, row_starts)
+            self._read_into(ordinals, schema, arrays, row_starts, batches=1)
         except SchemaMismatch:
             self.stats._add(schema_retries=1)
             schema = self._uniform_schema(ordinals)
             arrays = buffers(schema)
             try:
-                self._read_into(ordinals, schema, arrays, row_starts)
+                self._read_into(ordinals, schema, arrays, row_starts, batches=1)
             except SchemaMismatch as again:
                 # Every record agreed when probed one by one, yet not when read
                 # together: report it as the layout problem it is.
                 raise MixedShapesError(f"{again}; batch layout {schema.describe()}") from None
         self._schema = schema
-        self.stats._add(batches=1)
         self._add_extras(
             arrays, ordinals, None if row_starts is None else np.asarray(row_starts), window_length
         )
@@ -788,12 +787,15 @@ class BatchReader:
         schema: Schema,
         arrays: dict[str, np.ndarray],
         starts: np.ndarray | None = None,
+        *,
+        batches: int = 0,
     ) -> None:
+        """Fill `arrays`; the stats count the records, and `batches` more batches, once it succeeds."""
         state = self._process()
         pad = self._window is not None and self._window.pad
         if state.native is None:
             state.fallback.fill(ordinals, np.arange(ordinals.size), schema, arrays, starts, pad)
-            self.stats._add(fallback_records=int(ordinals.size))
+            self.stats._add(fallback_records=int(ordinals.size), batches=batches)
             return
         assert state.table is not None
         files, locals_ = state.table.locate(ordinals)
@@ -823,24 +825,40 @@ class BatchReader:
                 starts,
                 pad,
             )
-        finally:
+        except BaseException:
             self._count_fetches(state)
-            # Another thread's read may land in between: a count for tests
-            # that read from one thread.
             self.stats._add(helped_batches=state.native.helped_batches - helped)
-        positions = np.flatnonzero(needs_fallback)
-        if positions.size:
-            state.fallback.fill(
-                ordinals[positions],
-                positions,
-                schema,
-                arrays,
-                None if starts is None else starts[positions],
-                pad,
-            )
-        self.stats._add(
-            fallback_records=int(positions.size), native_records=int(ordinals.size - positions.size)
-        )
+            raise
+        self._count_fetches(state)
+        # Another thread's read may land in between: a count for tests that
+        # read from one thread.
+        helped = state.native.helped_batches - helped
+        # The array's own nonzero(): flatnonzero and any() each pass through
+        # Python wrappers that cost more than a small batch's bookkeeping.
+        positions = needs_fallback.nonzero()[0]
+        fallback_records = int(positions.size)
+        if fallback_records:
+            try:
+                state.fallback.fill(
+                    ordinals[positions],
+                    positions,
+                    schema,
+                    arrays,
+                    None if starts is None else starts[positions],
+                    pad,
+                )
+            except BaseException:
+                self.stats._add(helped_batches=helped)
+                raise
+        # One update (one lock) a batch, written out rather than through
+        # _add's keywords: a batch of a few short records is read in tens of
+        # microseconds, and each update cost one or two.
+        stats = self.stats
+        with _STATS_LOCK:
+            stats.helped_batches += helped
+            stats.fallback_records += fallback_records
+            stats.native_records += int(ordinals.size) - fallback_records
+            stats.batches += batches
 
     def _open_shards(self, state: _ProcessState, files: np.ndarray) -> None:
         """Open the new shards among `files` together: in object storage one round
@@ -856,6 +874,8 @@ class BatchReader:
         # What the source fetched since the last count, whichever read it was
         # for: with reads on several threads, a difference taken around each
         # read would count the others' requests too.
+        if state.source is None:
+            return  # local shards: nothing is fetched, and the lock is not free
         with _STATS_LOCK:
             requests, fetched = state.fetched()
             counted, state.counted = state.counted, (requests, fetched)
