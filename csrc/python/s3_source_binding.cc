@@ -1,7 +1,8 @@
 // S3Source for Python (S3 or Google Cloud Storage, by its `store`): made
-// from resolved URLs and settings, given fresh credentials by the Python side, and handed to ShardSet, which then reads
-// through it with no Python in the loop. Its own fetch and will_need serve
-// the RangeSource protocol for callers that read ranges directly.
+// from resolved URLs and settings, given fresh credentials by the Python
+// side, and handed to ShardSet, which then reads through it with no Python
+// in the loop. Its own fetch and will_need serve the RangeSource protocol
+// for callers that read ranges directly.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 

@@ -100,8 +100,8 @@ void Permanent(ObjectStoreKind store, long status, const std::string& code, cons
     StorageFail(Truncated(uri));
   if (RefusedIdentity(status, code)) {
     const std::string what = code.empty() ? "HTTP " + std::to_string(status) : code;
-    const std::string refused = std::string(StoreName(store)) + " refused to read " + uri + " (" +
-                                what + ")";
+    const std::string refused =
+        std::string(StoreName(store)) + " refused to read " + uri + " (" + what + ")";
     if (!identified && gcs) {
       StorageFail(refused +
                   ": the request carried no token, since no credentials were found "
