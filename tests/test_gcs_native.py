@@ -113,6 +113,7 @@ class ErrorStore:
             }
         ).encode()
         self.requests = 0
+        self.authorization: str | None = None
         store = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -123,6 +124,7 @@ class ErrorStore:
 
             def do_GET(self) -> None:
                 store.requests += 1
+                store.authorization = self.headers.get("Authorization")
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json; charset=UTF-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -158,6 +160,34 @@ def test_json_error_documents_are_read_for_what_they_mean(status, reason, messag
         with pytest.raises(sds.StorageError, match=message):
             source.size(0)
         assert store.requests == requests + 1  # the tail, each attempt; the head, with the first
+    finally:
+        store.close()
+
+
+def test_google_auth_credentials_are_sent_as_a_bearer_token(monkeypatch):
+    import google.auth
+
+    class Token:
+        valid = True
+        token = "ya29.test-token"
+
+    scopes_seen: list[object] = []
+
+    def default(scopes=None, **_):
+        scopes_seen.append(scopes)
+        return Token(), "project"
+
+    monkeypatch.setattr(google.auth, "default", default)
+    store = ErrorStore(403, "forbidden")
+    try:
+        source = GcsRangeSource(["gs://b/o"], GcsOptions(endpoint=store.url))
+        with pytest.raises(
+            sds.StorageError,
+            match=r"refused to read gs://b/o \(forbidden\); check the credentials, their scopes",
+        ):
+            source.size(0)
+        assert store.authorization == "Bearer ya29.test-token"
+        assert scopes_seen == [["https://www.googleapis.com/auth/devstorage.read_only"]]
     finally:
         store.close()
 
