@@ -21,7 +21,7 @@ from rclone_server import KEY, SECRET
 from s3_fixtures import endpoint_options, rclone_dataset, rclone_server  # noqa: F401
 from test_s3_source import local_bytes, shard_uris
 
-from sds_loader.storage import s3_source
+from sds_loader.storage import native_range, s3_source
 from sds_loader.storage.s3_source import S3RangeSource
 
 
@@ -68,7 +68,7 @@ def test_credentials_are_taken_from_the_chain_again_before_a_read(
         source.size(0)
     # The role rotates its secret; the chain's next answer is the right one.
     hand_out(SECRET)
-    monkeypatch.setattr(s3_source, "CREDENTIALS_CHECK_SECONDS", 0.0)
+    monkeypatch.setattr(native_range, "CREDENTIALS_CHECK_SECONDS", 0.0)
     source._next_check = 0.0  # the minute between looks at the chain has passed
     buffer = bytearray(1000)
     source.fetch([(1, 500, memoryview(buffer))])

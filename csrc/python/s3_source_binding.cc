@@ -1,7 +1,8 @@
-// S3Source for Python: made from resolved URLs and settings, given fresh
-// credentials by the Python side, and handed to ShardSet, which then reads
-// through it with no Python in the loop. Its own fetch and will_need serve
-// the RangeSource protocol for callers that read ranges directly.
+// S3Source for Python (S3 or Google Cloud Storage, by its `store`): made
+// from resolved URLs and settings, given fresh credentials by the Python
+// side, and handed to ShardSet, which then reads through it with no Python
+// in the loop. Its own fetch and will_need serve the RangeSource protocol
+// for callers that read ranges directly.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -41,13 +42,19 @@ class SharedS3Source : public sdsl::ShardSource {
   std::shared_ptr<sdsl::S3Source> source_;
 };
 
+sdsl::ObjectStoreKind StoreKind(const std::string& store) {
+  if (store == "s3") return sdsl::ObjectStoreKind::kS3;
+  if (store == "gcs") return sdsl::ObjectStoreKind::kGcs;
+  throw py::value_error("store must be 's3' or 'gcs', not '" + store + "'");
+}
+
 std::shared_ptr<sdsl::S3Source> MakeS3Source(std::vector<std::string> uris,
                                              std::vector<std::string> urls, int max_attempts,
                                              double backoff_seconds, double backoff_max_seconds,
                                              double connect_timeout, double read_timeout,
                                              size_t requests_in_flight, uint64_t tail_bytes,
                                              uint64_t head_bytes, uint64_t readahead_bytes,
-                                             uint64_t part_bytes) {
+                                             uint64_t part_bytes, const std::string& store) {
   if (requests_in_flight < 1) throw py::value_error("requests_in_flight must be at least 1");
   if (connect_timeout <= 0 || read_timeout <= 0 || backoff_seconds < 0 || backoff_max_seconds < 0) {
     throw py::value_error("timeouts must be positive and backoff times not negative");
@@ -55,6 +62,7 @@ std::shared_ptr<sdsl::S3Source> MakeS3Source(std::vector<std::string> uris,
   if (tail_bytes < 1 || part_bytes < 1)
     throw py::value_error("tail_bytes and part_bytes must be positive");
   sdsl::S3Settings settings;
+  settings.store = StoreKind(store);
   settings.uris = std::move(uris);
   settings.urls = std::move(urls);
   settings.max_attempts = max_attempts;
@@ -117,20 +125,36 @@ std::unique_ptr<sdsl::ShardSource> NativeSourceOf(const py::object& source) {
 
 void BindS3Source(py::module_& m) {
   py::class_<sdsl::S3Source, std::shared_ptr<sdsl::S3Source>>(
-      m, "S3Source", "Shard byte ranges from S3, fetched natively with ranged GETs")
+      m, "S3Source",
+      "Shard byte ranges from S3 or Google Cloud Storage, fetched natively with ranged GETs")
       .def(py::init(&MakeS3Source), py::arg("uris"), py::arg("urls"), py::arg("max_attempts"),
            py::arg("backoff_seconds"), py::arg("backoff_max_seconds"), py::arg("connect_timeout"),
            py::arg("read_timeout"), py::arg("requests_in_flight"), py::arg("tail_bytes"),
-           py::arg("head_bytes"), py::arg("readahead_bytes"), py::arg("part_bytes"))
+           py::arg("head_bytes"), py::arg("readahead_bytes"), py::arg("part_bytes"),
+           py::arg("store") = "s3")
       .def(
           "set_credentials",
           [](sdsl::S3Source& source, std::string region, std::string access_key,
              std::string secret_key, std::string session_token) {
-            source.SetCredentials({std::move(region), std::move(access_key), std::move(secret_key),
-                                   std::move(session_token)});
+            sdsl::HttpCredentials credentials;
+            credentials.region = std::move(region);
+            credentials.access_key = std::move(access_key);
+            credentials.secret_key = std::move(secret_key);
+            credentials.session_token = std::move(session_token);
+            source.SetCredentials(std::move(credentials));
           },
           py::arg("region"), py::arg("access_key"), py::arg("secret_key"), py::arg("session_token"),
           "Credentials for every request from now on; an empty access key sends them unsigned.")
+      .def(
+          "set_bearer_token",
+          [](sdsl::S3Source& source, std::string token) {
+            sdsl::HttpCredentials credentials;
+            credentials.bearer_token = std::move(token);
+            source.SetCredentials(std::move(credentials));
+          },
+          py::arg("token"),
+          "An OAuth 2 access token every request carries from now on (Authorization: Bearer); "
+          "an empty one sends them anonymous.")
       .def("size", &sdsl::S3Source::Size, py::arg("file"), py::call_guard<py::gil_scoped_release>())
       .def("name", &sdsl::S3Source::Name, py::arg("file"))
       .def("fetch", &Fetch, py::arg("requests"),

@@ -72,10 +72,13 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     // A new answer begins (after a 100 Continue, say): forget the last one's headers.
     get.content_range.clear();
     get.etag.clear();
+    get.generation.clear();
   } else if (StartsWithNoCase(line, "content-range:")) {
     get.content_range = Trimmed(line.substr(14));
   } else if (StartsWithNoCase(line, "etag:")) {
     get.etag = Trimmed(line.substr(5));
+  } else if (StartsWithNoCase(line, "x-goog-generation:")) {
+    get.generation = Trimmed(line.substr(18));
   }
   return length;
 }
@@ -127,6 +130,7 @@ void HttpGet::Reset() {
   overflowed = false;
   content_range.clear();
   etag.clear();
+  generation.clear();
   body.clear();
 }
 
@@ -154,7 +158,7 @@ HttpClient::HttpClient(HttpSettings settings) : settings_(settings) {
 
 HttpClient::~HttpClient() { StopGuarding(); }
 
-void HttpClient::SetCredentials(AwsCredentials credentials) {
+void HttpClient::SetCredentials(HttpCredentials credentials) {
   std::lock_guard<std::mutex> lock(mutex_);
   credentials_ = std::move(credentials);
 }
@@ -201,13 +205,14 @@ void HttpClient::ReturnPool(std::unique_ptr<Pool> pool) {
 
 void HttpClient::Perform(HttpGet* const* gets, size_t count) {
   if (count == 0) return;
-  AwsCredentials credentials;
+  HttpCredentials credentials;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     credentials = credentials_;
   }
   const std::string sigv4 = "aws:amz:" + credentials.region + ":s3";
   const std::string token_header = "x-amz-security-token: " + credentials.session_token;
+  const std::string bearer_header = "Authorization: Bearer " + credentials.bearer_token;
   std::unique_ptr<Pool> pool = TakePool();
   std::vector<Transfer> transfers(count);
 
@@ -238,6 +243,8 @@ void HttpClient::Perform(HttpGet* const* gets, size_t count) {
       headers = curl_slist_append(headers, kEmptyPayloadHash);
       if (!credentials.session_token.empty())
         headers = curl_slist_append(headers, token_header.c_str());
+    } else if (!credentials.bearer_token.empty()) {
+      headers = curl_slist_append(headers, bearer_header.c_str());
     }
     transfer.headers = headers;
     curl_easy_setopt(easy, CURLOPT_URL, get.url.c_str());

@@ -1,8 +1,9 @@
 // Many HTTP GETs at once on the calling thread, through libcurl's multi
-// interface, each signed with AWS Signature Version 4 by libcurl itself
-// (CURLOPT_AWS_SIGV4). No retry policy and no S3 rules live here: a GET
-// ends with what the server answered or why the transfer failed, and the
-// caller (S3Source) decides what that means.
+// interface, each either signed with AWS Signature Version 4 by libcurl
+// itself (CURLOPT_AWS_SIGV4), or carrying a bearer token (Google Cloud
+// Storage's OAuth 2 access tokens), or anonymous. No retry policy and no
+// store's rules live here: a GET ends with what the server answered or why
+// the transfer failed, and the caller (S3Source) decides what that means.
 //
 // Connections are kept between calls: each call borrows one multi handle
 // (its own connection cache) from a pool, so a reader's next batch reuses
@@ -46,6 +47,7 @@ struct HttpGet {
   bool overflowed = false;    // the body was longer than the spans or the limit
   std::string content_range;  // the Content-Range header, as sent
   std::string etag;           // the ETag header, as sent
+  std::string generation;     // the x-goog-generation header (Google Cloud Storage)
   std::string body;
 
   // Set to run this GET again from the start.
@@ -60,11 +62,16 @@ struct HttpSettings {
   size_t max_in_flight = 32;
 };
 
-struct AwsCredentials {
+// Who is asking: AWS keys (requests signed with SigV4), else a bearer token
+// (an `Authorization: Bearer` header), else nobody (anonymous requests).
+struct HttpCredentials {
   std::string region;
   std::string access_key;  // empty: requests are not signed
   std::string secret_key;
   std::string session_token;
+  std::string bearer_token;  // used when there is no access key; empty: none
+
+  bool identified() const { return !access_key.empty() || !bearer_token.empty(); }
 };
 
 class HttpClient : public ForkGuarded {
@@ -73,7 +80,7 @@ class HttpClient : public ForkGuarded {
   ~HttpClient() override;
 
   // Used by every GET that starts after the call; safe from any thread.
-  void SetCredentials(AwsCredentials credentials);
+  void SetCredentials(HttpCredentials credentials);
 
   // Runs every GET to its end. Never throws for what a server or network
   // does (that is in each HttpGet); throws ReaderError only when libcurl
@@ -94,7 +101,7 @@ class HttpClient : public ForkGuarded {
 
   const HttpSettings settings_;
   std::mutex mutex_;  // guards credentials_, idle_ and generation_
-  AwsCredentials credentials_;
+  HttpCredentials credentials_;
   std::vector<std::unique_ptr<Pool>> idle_;
   uint64_t generation_ = 0;  // bumped by DropConnections and in a forked child
 };

@@ -10,20 +10,12 @@
 #include <utility>
 
 #include "base/reader_error.h"
+#include "sources/store_rules.h"
 
 namespace sdsl {
 namespace {
 
 [[noreturn]] void StorageFail(const std::string& message) { Fail(ErrorKind::kStorage, message); }
-
-std::string Replaced(const std::string& uri) {
-  return uri + " was replaced while this reader had it open; its bytes no longer match the footer "
-               "already read. Open the dataset again";
-}
-
-std::string Truncated(const std::string& uri) {
-  return uri + " is shorter than its footer says: it was truncated or replaced";
-}
 
 struct ContentRange {
   uint64_t first = 0;
@@ -54,60 +46,6 @@ bool ParseContentRange(std::string_view text, ContentRange* range) {
   }
   range->end = last + 1;
   return true;
-}
-
-// The <Code> of an S3 error document, or "".
-std::string ErrorCode(const std::string& body) {
-  const size_t open = body.find("<Code>");
-  if (open == std::string::npos) return "";
-  const size_t close = body.find("</Code>", open);
-  if (close == std::string::npos) return "";
-  return body.substr(open + 6, close - open - 6);
-}
-
-bool Transient(long status, const std::string& code) {
-  static const char* const kCodes[] = {
-      "SlowDown",      "Throttling",         "ThrottlingException",  "RequestTimeout",
-      "InternalError", "ServiceUnavailable", "RequestLimitExceeded", "BandwidthLimitExceeded"};
-  if (status == 408 || status == 429 || status == 500 || status == 502 || status == 503 ||
-      status == 504) {
-    return true;
-  }
-  return std::find(std::begin(kCodes), std::end(kCodes), code) != std::end(kCodes);
-}
-
-bool RefusedIdentity(long status, const std::string& code) {
-  static const char* const kCodes[] = {"AccessDenied",          "SignatureDoesNotMatch",
-                                       "InvalidAccessKeyId",    "ExpiredToken",
-                                       "InvalidToken",          "TokenRefreshRequired",
-                                       "MissingSecurityHeader", "AuthorizationHeaderMalformed",
-                                       "UnsupportedAlgorithm"};
-  return status == 401 || status == 403 ||
-         std::find(std::begin(kCodes), std::end(kCodes), code) != std::end(kCodes);
-}
-
-[[noreturn]] void Permanent(long status, const std::string& code, const std::string& uri,
-                            bool signed_requests) {
-  if (code == "NoSuchBucket")
-    StorageFail("the bucket of " + uri + " does not exist at this endpoint");
-  if (code == "NoSuchKey" || code == "NotFound" || status == 404) {
-    StorageFail(uri + " does not exist. The dataset's manifest names this shard, so it was deleted "
-                      "after publication, or the reader is pointed at another bucket or endpoint");
-  }
-  if (code == "PreconditionFailed" || status == 412) StorageFail(Replaced(uri));
-  if (code == "InvalidRange" || status == 416) StorageFail(Truncated(uri));
-  if (RefusedIdentity(status, code)) {
-    const std::string what = code.empty() ? "HTTP " + std::to_string(status) : code;
-    if (!signed_requests) {
-      StorageFail("S3 refused to read " + uri + " (" + what +
-                  "): no credentials were found (environment, profile, container or instance "
-                  "role), so the request went unsigned; check the credentials");
-    }
-    StorageFail("S3 refused to read " + uri + " (" + what +
-                "); check the credentials, their expiry, the bucket policy and the system clock");
-  }
-  StorageFail("reading " + uri + " failed: HTTP " + std::to_string(status) +
-              (code.empty() ? "" : " " + code));
 }
 
 std::string RangeHeader(uint64_t first, uint64_t size) {
@@ -203,7 +141,8 @@ class S3Source::Attempts {
       return false;
     }
     if (http.status != 200 && http.status != 206) {
-      const std::string code = ErrorCode(http.body);
+      const ObjectStoreKind store = source_.settings_.store;
+      const std::string code = ErrorCode(store, http.body);
       if (get.tail && http.status == 416 && !get.whole) {
         // Some servers refuse a suffix longer than the object, which S3
         // answers with the whole object: ask for the whole (small) object.
@@ -213,7 +152,8 @@ class S3Source::Attempts {
         get.reason = "the server refused a suffix range longer than the object";
         return false;
       }
-      if (!Transient(http.status, code)) Permanent(http.status, code, uri, source_.signed_.load());
+      if (!Transient(store, http.status, code))
+        Permanent(store, http.status, code, uri, source_.identified_.load());
       get.reason = "HTTP " + std::to_string(http.status) + (code.empty() ? "" : " " + code);
       return false;
     }
@@ -229,7 +169,8 @@ class S3Source::Attempts {
       return false;
     }
     const Shard shard = source_.ShardOf(get.file);
-    if (shard.known && !shard.etag.empty() && !http.etag.empty() && http.etag != shard.etag) {
+    const std::string version = VersionOf(source_.settings_.store, http);
+    if (shard.known && !shard.version.empty() && !version.empty() && version != shard.version) {
       StorageFail(Replaced(uri));
     }
     if (get.tail) {
@@ -285,8 +226,8 @@ S3Source::Shard S3Source::ShardOf(size_t file) {
   return shards_.at(file);
 }
 
-void S3Source::SetCredentials(AwsCredentials credentials) {
-  signed_ = !credentials.access_key.empty();
+void S3Source::SetCredentials(HttpCredentials credentials) {
+  identified_ = credentials.identified();
   client_.SetCredentials(std::move(credentials));
 }
 
@@ -362,17 +303,19 @@ std::vector<std::shared_ptr<const S3Source::Tail>> S3Source::OpenTails(
     ContentRange range{0, http.received, http.received};
     if (!http.content_range.empty()) ParseContentRange(http.content_range, &range);
     Shard& shard = shards_[file];
-    if (shard.known && (shard.etag != http.etag || shard.size != range.total)) {
+    const std::string version = VersionOf(settings_.store, http);
+    if (shard.known && (shard.version != version || shard.size != range.total)) {
       StorageFail(Replaced(Name(file)));
     }
     shard.known = true;
     shard.size = range.total;
-    shard.etag = http.etag;
+    shard.version = version;
     auto tail = std::make_shared<Tail>();
     tail->start = range.first;
     tail->data = http.body;
     const S3Get& head = heads[k];
-    if (tail->start > 0 && head.ok && head.http.etag == http.etag) tail->head = head.http.body;
+    if (tail->start > 0 && head.ok && VersionOf(settings_.store, head.http) == version)
+      tail->head = head.http.body;
     tails_[file] = tail;
     tail_order_.erase(std::remove(tail_order_.begin(), tail_order_.end(), file), tail_order_.end());
     tail_order_.push_back(file);
@@ -433,7 +376,7 @@ void S3Source::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*pl
       request.size = split;
       if (split == 0) continue;
     }
-    if (ahead_.CopyOut(request.file, request.offset, request.size, shard.etag, request.dst,
+    if (ahead_.CopyOut(request.file, request.offset, request.size, shard.version, request.dst,
                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                            std::chrono::duration<double>(settings_.http.stall_timeout_s)))) {
       ++ahead_hits_;
@@ -480,7 +423,7 @@ void S3Source::FetchParts(std::vector<RangeRequest>& requests) {
   for (S3Get& get : gets) {
     const Shard shard = ShardOf(get.file);
     get.http.range = RangeHeader(get.first, get.size);
-    get.http.if_match = shard.etag;
+    RequireVersion(settings_.store, shard.version, &get.http);
     pending.push_back(&get);
   }
   Attempts(*this).Run(std::move(pending));
@@ -524,7 +467,7 @@ void S3Source::ReadAhead(std::vector<AheadCache::Wanted> wanted) {
       AheadRange& range = *ranges[k];
       gets[k].url = settings_.urls[range.file];
       gets[k].range = RangeHeader(range.offset, range.data.size());
-      gets[k].if_match = ShardOf(range.file).etag;
+      RequireVersion(settings_.store, ShardOf(range.file).version, &gets[k]);
       gets[k].spans.push_back({range.data.data(), range.data.size()});
       pointers.push_back(&gets[k]);
     }
@@ -541,7 +484,7 @@ void S3Source::ReadAhead(std::vector<AheadCache::Wanted> wanted) {
         requests_ += 1;
         bytes_ += http.received;
       }
-      range.etag = http.etag;
+      range.etag = VersionOf(settings_.store, http);
       ahead_.Finish(ranges[k], whole);
       ++finished;
     }

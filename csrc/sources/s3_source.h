@@ -1,12 +1,16 @@
-// Shards in S3 or an S3-compatible store, read with ranged GETs issued and
-// received natively (HttpClient), many in flight, no Python involved.
+// Shards in S3 or an S3-compatible store, or in Google Cloud Storage, read
+// with ranged GETs issued and received natively (HttpClient), many in
+// flight, no Python involved. What differs between the stores (error
+// documents, object versions, preconditions) is in store_rules.h; the
+// retries, tails and readahead here are the same for both.
 //
 // What it guarantees, as the boto3 path it replaces did:
 // - Every range is the bytes asked for or an error: each answer's length,
-//   Content-Range and ETag are checked, and every GET after a shard's first
-//   carries If-Match with the ETag the first one saw. A store that ignores
-//   If-Match is still caught by the ETag check, so bytes of a replaced
-//   object are never mixed with the footer already read.
+//   Content-Range and version (S3: ETag; GCS: generation) are checked, and
+//   every GET after a shard's first carries a precondition on the version
+//   the first one saw (If-Match; ifGenerationMatch). A store that ignores
+//   it is still caught by the version check, so bytes of a replaced object
+//   are never mixed with the footer already read.
 // - Throttling, 5xx answers, stalls and dropped connections are retried
 //   with jittered exponential backoff, `max_attempts` attempts in all, then
 //   fail with a storage error naming the object. Other answers (404, 403,
@@ -18,8 +22,9 @@
 //   never fails.
 //
 // Addresses (URLs) and credentials are resolved by the caller: the binding
-// takes them from signal_dataset's S3 settings and the standard credential
-// chain, and sets fresh credentials before they expire.
+// takes them from signal_dataset's store settings and the standard
+// credential chain (boto3's; google.auth's), and sets fresh credentials
+// before they expire.
 #ifndef SDS_LOADER_SOURCES_S3_SOURCE_H_
 #define SDS_LOADER_SOURCES_S3_SOURCE_H_
 
@@ -36,11 +41,13 @@
 #include "sources/ahead_cache.h"
 #include "sources/http_client.h"
 #include "sources/shard_source.h"
+#include "sources/store_rules.h"
 
 namespace sdsl {
 
 struct S3Settings {
-  std::vector<std::string> uris;  // s3://bucket/key of each shard, for messages
+  ObjectStoreKind store = ObjectStoreKind::kS3;  // whose answers the GETs get
+  std::vector<std::string> uris;  // s3://bucket/key (gs://...) of each shard, for messages
   std::vector<std::string> urls;  // the URL each shard's GETs go to
   HttpSettings http;
   int max_attempts = 5;
@@ -83,7 +90,7 @@ class S3Source : public ShardSource, public ForkGuarded {
 
   // Fetches the tails (and heads) of `files` not yet open, all in flight.
   void OpenShards(const std::vector<size_t>& files);
-  void SetCredentials(AwsCredentials credentials);
+  void SetCredentials(HttpCredentials credentials);
   // Waits until what WillNeed queued before the call has been fetched (or
   // dropped); false when `seconds` pass first.
   bool WaitForReadahead(double seconds);
@@ -101,7 +108,7 @@ class S3Source : public ShardSource, public ForkGuarded {
   struct Shard {
     bool known = false;
     uint64_t size = 0;
-    std::string etag;
+    std::string version;  // see VersionOf
   };
   class Attempts;
 
@@ -123,7 +130,7 @@ class S3Source : public ShardSource, public ForkGuarded {
   std::atomic<uint64_t> retries_{0};
   std::atomic<uint64_t> ahead_hits_{0};
   std::atomic<uint64_t> closes_{0};
-  std::atomic<bool> signed_{false};
+  std::atomic<bool> identified_{false};  // whether requests carry credentials
   // Last: destroyed first, so that no readahead task outlives what it uses.
   TaskThread readahead_;
 };

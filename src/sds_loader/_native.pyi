@@ -56,7 +56,7 @@ class _ShardProblem(TypedDict):
     message: str
 
 class S3Source:
-    """Shard byte ranges from S3, fetched natively with ranged GETs."""
+    """Shard byte ranges from S3 or Google Cloud Storage, fetched natively with ranged GETs."""
 
     def __init__(
         self,
@@ -72,8 +72,10 @@ class S3Source:
         head_bytes: int,
         readahead_bytes: int,
         part_bytes: int,
+        store: str = "s3",
     ) -> None: ...
     def set_credentials(self, region: str, access_key: str, secret_key: str, session_token: str) -> None: ...
+    def set_bearer_token(self, token: str) -> None: ...
     def size(self, file: int) -> int: ...
     def name(self, file: int) -> str: ...
     def fetch(self, requests: list[tuple[int, int, _Writable]]) -> None: ...

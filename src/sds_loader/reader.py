@@ -233,7 +233,7 @@ class BatchReader:
 
     A reference dataset (a published `DatasetView`) is read natively from the
     shards its manifests name. Shards the native core cannot read (transposed
-    chunks, `gs://` roots) are served by signal_dataset's reader, in a helper
+    chunks, stores it has no source for) are served by signal_dataset's reader, in a helper
     process, with identical results; `stats` counts which path served each
     record.
     """

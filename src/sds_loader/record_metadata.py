@@ -11,8 +11,8 @@ The shards are read by the native core and decoded by signal_dataset's own
 metadata codec. Not through signal_dataset's reader: that goes through
 array_record, whose reader, once used in a process, crashes persistent forked
 DataLoader workers, and samplers run in the parent before workers fork.
-Metadata shards in S3 are fetched as byte ranges like data shards. Datasets
-the native core cannot address (`gs://` roots, reference datasets) are read
+Metadata shards in S3 and GCS are fetched as byte ranges like data shards. Datasets
+the native core cannot address (stores it has no source for, reference datasets) are read
 through signal_dataset in the fallback's helper process.
 """
 

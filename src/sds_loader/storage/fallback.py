@@ -2,7 +2,7 @@
 
 Used where the native core cannot: transposed chunks (of a dataset's own
 shards or of those a reference dataset names) and roots in stores the native
-core has no source for (`gs://`). The results are the same arrays, filled in
+core has no source for (`gs://` without google-auth, say). The results are the same arrays, filled in
 the same output slots, so a caller cannot tell which path served a record
 except through `BatchReader.stats`.
 

@@ -24,7 +24,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from sds_loader._native import ShardSet
-    from sds_loader.storage.s3_source import S3RangeSource
+    from sds_loader.storage.native_range import NativeRangeSource
 
 #: Announcements waiting for the thread; past this they are dropped, as a
 #: hint that arrives too late is worth nothing.
@@ -34,7 +34,7 @@ PENDING = 16
 class RemoteReadahead:
     """One thread that carries out a reader's announcements for object storage."""
 
-    def __init__(self, native: ShardSet, source: S3RangeSource) -> None:
+    def __init__(self, native: ShardSet, source: NativeRangeSource) -> None:
         self._native = native
         self._source = source
         self._queue: queue.Queue[tuple[np.ndarray, np.ndarray] | None] = queue.Queue(maxsize=PENDING)

@@ -7,18 +7,24 @@ or reads them with `preadv` when they are not in the page cache). `s3://`
 shards get an `S3RangeSource` built from the settings of signal_dataset's own
 S3 store (endpoint, region, profile, addressing style, attempts), so a dataset
 reads from the same place, with the same credentials, as `signal_dataset.open`
-would. Anything else stays with signal_dataset's
-reader, and the reason says why.
+would. `gs://` shards get a `GcsRangeSource` with the endpoint of signal_dataset's
+own GCS store (its google-cloud-storage client's, which honours
+`STORAGE_EMULATOR_HOST`) and google-auth's credentials, when google-auth is
+installed. Anything else stays with signal_dataset's reader, and the reason
+says why.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 
 import signal_dataset as sds
-from signal_dataset.storage import S3ObjectStore
+from signal_dataset.storage import GCSObjectStore, S3ObjectStore
 
-from sds_loader.storage.s3_source import DEFAULT_REQUESTS_IN_FLIGHT, S3RangeSource
+from sds_loader.storage.gcs_source import GcsRangeSource, options_of
+from sds_loader.storage.native_range import DEFAULT_REQUESTS_IN_FLIGHT, NativeRangeSource
+from sds_loader.storage.s3_source import S3RangeSource
 
 
 def _scheme(uri: str) -> str:
@@ -43,22 +49,36 @@ def unavailable_reason(dataset: sds.Dataset, uris: Sequence[str]) -> str | None:
             f"the dataset's store is a {type(dataset.object_store).__name__}, not signal_dataset's "
             "S3ObjectStore, so its settings are unknown to the native reader"
         )
+    if schemes == {"gs"}:
+        if not isinstance(dataset.object_store, GCSObjectStore):
+            return (
+                f"the dataset's store is a {type(dataset.object_store).__name__}, not signal_dataset's "
+                "GCSObjectStore, so its settings are unknown to the native reader"
+            )
+        if importlib.util.find_spec("google.auth") is None:
+            return (
+                "gs:// shards are read natively with google-auth's credentials, and google-auth is not "
+                "installed (pip install 'sds-loader[gcs]')"
+            )
+        return None
     if len(schemes) > 1:
         return f"its shards live in several stores ({', '.join(sorted(s or 'local' for s in schemes))})"
     (scheme,) = schemes
-    return f"{scheme}:// shards are read by signal_dataset; the native reader fetches local and s3:// shards"
+    return (
+        f"{scheme}:// shards are read by signal_dataset; the native reader fetches local, s3:// and gs:// "
+        "shards"
+    )
 
 
 def for_shards(
     dataset: sds.Dataset, uris: Sequence[str], *, requests_in_flight: int | None = None
-) -> S3RangeSource | None:
+) -> NativeRangeSource | None:
     """The byte source for `uris` (None: local files); call only when `unavailable_reason` is None."""
     if all(_scheme(uri) == "" for uri in uris):
         return None
     store = dataset.object_store
+    in_flight = DEFAULT_REQUESTS_IN_FLIGHT if requests_in_flight is None else requests_in_flight
+    if isinstance(store, GCSObjectStore):
+        return GcsRangeSource(uris, options_of(store), requests_in_flight=in_flight)
     assert isinstance(store, S3ObjectStore)
-    return S3RangeSource(
-        uris,
-        store.options,
-        requests_in_flight=DEFAULT_REQUESTS_IN_FLIGHT if requests_in_flight is None else requests_in_flight,
-    )
+    return S3RangeSource(uris, store.options, requests_in_flight=in_flight)
