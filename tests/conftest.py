@@ -38,6 +38,26 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+# -- the sanitizer build ------------------------------------------------------
+
+#: Set by scripts/test_sanitized.sh, which runs this suite with GCC's
+#: AddressSanitizer preloaded into the interpreter.
+SANITIZED = "SDS_LOADER_SANITIZED"
+
+if os.environ.get(SANITIZED) == "1":
+    # GCC 12's AddressSanitizer does not hold its allocator's locks across
+    # fork(): a child forked while any other thread (torch's, OpenBLAS's, the
+    # reader's) is inside malloc or free waits forever for a lock that no
+    # thread of the child will release, as one DataLoader worker did. glibc's
+    # allocator is fork-safe, so the tests that fork run in the plain suite;
+    # under the sanitizer they are skipped where they fork. Spawned processes
+    # and subprocesses start afresh and still run.
+    def _fork_refused() -> int:
+        pytest.skip("forks while threads run, which this AddressSanitizer build cannot do safely")
+
+    os.fork = _fork_refused
+
+
 # -- folders on a disk ---------------------------------------------------------
 
 #: Where tests that need pages dropped from the page cache write their files:
