@@ -330,15 +330,13 @@ std::vector<std::shared_ptr<const S3Source::Tail>> S3Source::OpenTails(
   return opened;
 }
 
-std::shared_ptr<const S3Source::Tail> S3Source::TailOf(size_t file) { return OpenTails({file})[0]; }
-
 uint64_t S3Source::Size(size_t file) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const Shard& shard = shards_.at(file);
     if (shard.known) return shard.size;
   }
-  TailOf(file);
+  OpenTails({file});
   return ShardOf(file).size;
 }
 
@@ -351,11 +349,18 @@ FetchPlan S3Source::PlanBatch(const RangeRequest* /*ranges*/, size_t /*count*/) 
 void S3Source::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*plan*/) {
   // What the tail, the head and the readahead cache do not hold is fetched:
   // back-to-back requests of one shard as one range, long ranges in parts.
+  // A batch's requests come shard by shard: each shard's tail is looked up
+  // (or opened) once, not once a request.
+  std::shared_ptr<const Tail> tail;
+  size_t tail_file = 0;
   std::vector<RangeRequest> rest;
   for (size_t k = 0; k < count; ++k) {
     RangeRequest request = requests[k];
     if (request.size == 0) continue;
-    const std::shared_ptr<const Tail> tail = TailOf(request.file);
+    if (tail == nullptr || tail_file != request.file) {
+      tail = OpenTails({request.file})[0];
+      tail_file = request.file;
+    }
     const Shard shard = ShardOf(request.file);
     if (request.offset > shard.size || request.size > shard.size - request.offset) {
       StorageFail(Name(request.file) + " holds " + std::to_string(shard.size) + " bytes; bytes " +

@@ -112,7 +112,6 @@ class S3Source : public ShardSource, public ForkGuarded {
   };
   class Attempts;
 
-  std::shared_ptr<const Tail> TailOf(size_t file);
   std::vector<std::shared_ptr<const Tail>> OpenTails(const std::vector<size_t>& files);
   Shard ShardOf(size_t file);
   void FetchParts(std::vector<RangeRequest>& parts);

@@ -190,25 +190,30 @@ class S3RangeSource(NativeRangeSource):
                 readahead_bytes=readahead_bytes,
             ),
         )
+        self._region: str | None = None
 
     def _make_native(self) -> _native.S3Source:
         from sds_loader import _native
 
-        region = region_of(self._options)
+        region = self._signing_region()
         urls = []
         for uri in self._uris:
             bucket, key = s3_parts(uri)
             urls.append(object_url(self._options, region, bucket, key))
-        native = _native.S3Source(list(self._uris), urls, **self._settings, store="s3")
-        self._region = region
-        return native
+        return _native.S3Source(list(self._uris), urls, **self._settings, store="s3")
+
+    def _signing_region(self) -> str:
+        """The region requests are signed for, resolved once per source."""
+        if self._region is None:
+            self._region = region_of(self._options)
+        return self._region
 
     def _hand_credentials(self, native: _native.S3Source) -> None:
         """Give `native` the chain's current credentials (unsigned requests when there are none)."""
         if self._credentials is None:
             self._credentials = _session(self._options.profile_name).get_credentials()
         credentials: Any = self._credentials
-        region = getattr(self, "_region", None) or region_of(self._options)
+        region = self._signing_region()
         if credentials is None:
             native.set_credentials(region, "", "", "")
             return
