@@ -15,7 +15,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from s3_server import free_port, wait_listening
+from s3_server import free_port, stop_process, wait_listening
 
 
 def binary() -> Path:
@@ -49,11 +49,4 @@ class FakeGcsServer:
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process)

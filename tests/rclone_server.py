@@ -46,7 +46,7 @@ from pathlib import Path
 import boto3
 from botocore.config import Config
 from s3_server import CREDENTIALS as MOTO_CREDENTIALS
-from s3_server import free_port
+from s3_server import free_port, stop_process
 
 #: The key pair the server checks; the fixtures export it as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY.
 #: It is moto's test pair: a process caches boto3 sessions, and with them the
@@ -137,14 +137,7 @@ class RcloneS3Server:
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process)
 
     def log(self) -> str:
         try:
