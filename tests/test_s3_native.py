@@ -174,6 +174,26 @@ def test_a_batch_opens_its_new_shards_all_at_once(proxy, rclone_dataset):
     assert all("/objects/data/" in path for path in first) and len(set(first)) == 4
 
 
+def test_a_new_readers_first_batch_asks_for_each_range_once(proxy, rclone_dataset):
+    """The first batch learns the layout from its first record while all its
+    chunks are in flight: that record's chunk is not fetched a second time."""
+    uri, _ = rclone_dataset
+    reader = sds_loader.BatchReader(uri, object_store=S3ObjectStore(options=endpoint_options(proxy.url)))
+    asked: list[tuple[str, str | None]] = []
+
+    def note_ranges(n: int, method: str, path: str, range_: str | None) -> str:
+        if "/objects/data/" in path:
+            asked.append((path, range_))
+        return "pass"
+
+    proxy.reset(note_ranges)  # type: ignore[arg-type]
+    proxy.plan_sees_range = True
+    indices = [1, 13, 25, 37]  # one record in each shard
+    assert_batch(uri, reader.read(indices), indices, ("samples",))
+    assert len(asked) == len(set(asked)), sorted(asked)
+    assert reader.stats.fetch_requests == len(asked) == 2 * 4 + len(indices)
+
+
 def test_stats_count_each_request_once_with_reads_on_several_threads(rclone_dataset):
     """Threads reading one reader at once: stats add up to exactly what the
     source fetched and the records read, not each read's view of the others'."""

@@ -445,11 +445,19 @@ void S3Source::WillNeed(const RangeRequest* ranges, size_t count) {
     }
   }
   if (wanted.empty()) return;
+  // Reserved here, not on the readahead thread: a read that follows the hint
+  // at once (a new reader's probe of its first record) then waits for these
+  // bytes instead of sending a second request for them.
+  std::vector<std::shared_ptr<AheadRange>> reserved;
   try {
-    readahead_.Post([this, wanted = std::move(wanted)]() mutable { ReadAhead(std::move(wanted)); });
+    reserved = ahead_.Reserve(wanted);
+    if (reserved.empty()) return;
+    auto task = [this, reserved]() { ReadAhead(reserved); };
+    if (readahead_.Post(std::move(task))) return;
   } catch (...) {
     // A hint that cannot be queued is dropped.
   }
+  for (const auto& range : reserved) ahead_.Finish(range, false);
 }
 
 bool S3Source::WaitForReadahead(double seconds) {
@@ -460,12 +468,9 @@ bool S3Source::WaitForReadahead(double seconds) {
   return reached.wait_for(std::chrono::duration<double>(seconds)) == std::future_status::ready;
 }
 
-void S3Source::ReadAhead(std::vector<AheadCache::Wanted> wanted) {
-  std::vector<std::shared_ptr<AheadRange>> ranges;
+void S3Source::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges) {
   size_t finished = 0;
   try {
-    ranges = ahead_.Reserve(wanted);
-    if (ranges.empty()) return;
     std::vector<HttpGet> gets(ranges.size());
     std::vector<HttpGet*> pointers;
     for (size_t k = 0; k < ranges.size(); ++k) {

@@ -115,7 +115,7 @@ class S3Source : public ShardSource, public ForkGuarded {
   std::vector<std::shared_ptr<const Tail>> OpenTails(const std::vector<size_t>& files);
   Shard ShardOf(size_t file);
   void FetchParts(std::vector<RangeRequest>& parts);
-  void ReadAhead(std::vector<AheadCache::Wanted> wanted);
+  void ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges);
 
   const S3Settings settings_;
   HttpClient client_;

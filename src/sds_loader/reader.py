@@ -513,7 +513,15 @@ class BatchReader:
             state = self._process()
             if ordinals.size and state.table is not None:
                 # The probe reads the batch's first record: open its shard with the others.
-                self._open_shards(state, state.table.locate(ordinals)[0])
+                files, records = state.table.locate(ordinals)
+                self._open_shards(state, files)
+                if state.source is not None:
+                    # In object storage, the batch's chunks are asked for now,
+                    # all at once: the probe then waits for its record's chunk
+                    # among them instead of taking a round trip of its own.
+                    from sds_loader import _native
+
+                    _native.hint_records(state.native, files, records)
             schema = self._probe(int(ordinals[0]) if ordinals.size else 0)
 
         window_length = self._batch_window_length(ordinals, row_starts)
