@@ -19,8 +19,14 @@ from sds_loader.dataset_root import open_dataset
 from sds_loader.dataset_shards import Run, ShardFile, ShardsUnavailable, shard_files
 
 #: Batches measured when --batches is not given: one epoch of the built-in
-#: dataset at the default batch size, and a bounded run on a large dataset.
+#: dataset at the default batch size, and a bounded run on a large dataset...
 DEFAULT_MAX_BATCHES = 16
+#: ...unless those hold fewer records than this and fewer bytes than that;
+#: then as many batches as reach either (at most an epoch). A pass opens its
+#: reader afresh, and 16 batches of 1 KiB records are some 25 ms of reading,
+#: in which opening the shards they touch weighs far more than in an epoch.
+DEFAULT_MIN_RECORDS = 16384
+DEFAULT_MIN_BYTES = 256 << 20
 SEED = 0
 COMPRESSED = ("zstd", "snappy", "brotli", "mixed")
 
@@ -87,8 +93,10 @@ def shuffled_batches(length: int, batch_size: int, count: int, *, seed: int = SE
     return [order[k * batch_size : (k + 1) * batch_size].astype(np.int64) for k in range(count)]
 
 
-def default_batch_count(length: int, batch_size: int) -> int:
-    return max(1, min(DEFAULT_MAX_BATCHES, length // batch_size))
+def default_batch_count(length: int, batch_size: int, record_bytes: int) -> int:
+    records = min(DEFAULT_MIN_RECORDS, -(-DEFAULT_MIN_BYTES // max(record_bytes, 1)))
+    wanted = max(DEFAULT_MAX_BATCHES, -(-records // batch_size))
+    return max(1, min(wanted, length // batch_size))
 
 
 def choose_fields(dataset: sds.Dataset, inputs: str | None, target: str | None) -> tuple[str, str | None]:
@@ -159,14 +167,15 @@ def make(
     (the built-in dataset's writer options), used when the extension cannot tell."""
     dataset = open_dataset(uri)
     inputs, target = choose_fields(dataset, inputs, target)
-    count = batches if batches is not None else default_batch_count(len(dataset), batch_size)
+    record_bytes = field_bytes(dataset, inputs)
+    count = batches if batches is not None else default_batch_count(len(dataset), batch_size, record_bytes)
     plan = Plan(
         variant="",
         uri=uri,
         inputs=inputs,
         target=target,
         batches=shuffled_batches(len(dataset), batch_size, count),
-        record_bytes=field_bytes(dataset, inputs),
+        record_bytes=record_bytes,
         compression=None,
         source=source or uri,
     )
