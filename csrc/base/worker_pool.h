@@ -5,8 +5,10 @@
 #ifndef SDS_LOADER_WORKER_POOL_H_
 #define SDS_LOADER_WORKER_POOL_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -44,7 +46,7 @@ class WorkerPool : public ForkGuarded {
     const std::function<void()>* task;
     size_t wanted;
     size_t joined = 0;
-    size_t active = 0;
+    std::atomic<size_t> active{0};  // changed under the mutex; read without it while spinning
     bool open = true;
   };
   struct State {
@@ -54,6 +56,7 @@ class WorkerPool : public ForkGuarded {
     std::deque<Job*> jobs;
     std::vector<std::thread> threads;
     bool stopping = false;
+    std::atomic<uint64_t> posted{0};  // jobs posted so far: what an idle helper spins on
   };
   static Job* OpenJob(State* state);
   static void Loop(State* state);

@@ -31,11 +31,24 @@ struct Slice {
   size_t first = 0, last = 0;
 };
 
-// One run per slice unless the source gathers; then as many runs as fit in
-// its byte cap, and no more than an even share per worker, so that every
+// Slices a worker takes at a time, per worker, when the source does not
+// gather: enough that a slow run does not leave the others idle, few enough
+// that the workers do not contend for the next slice record after record.
+constexpr size_t kSlicesPerWorker = 8;
+
+// Without gathering, runs in kSlicesPerWorker slices per worker (one run
+// each when there are fewer). When the source gathers, as many runs as fit
+// in its byte cap, and no more than an even share per worker, so that every
 // worker gets a slice.
 std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint64_t gather_bytes) {
   std::vector<Slice> slices;
+  if (gather_bytes == 0) {
+    const size_t per_slice = std::max<size_t>(1, runs.size() / (workers * kSlicesPerWorker));
+    for (size_t r = 0; r < runs.size(); r += per_slice) {
+      slices.push_back(Slice{r, std::min(runs.size(), r + per_slice)});
+    }
+    return slices;
+  }
   const size_t share = (runs.size() + workers - 1) / workers;
   for (size_t r = 0; r < runs.size();) {
     Slice slice{r, r + 1};
@@ -151,19 +164,21 @@ size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& sourc
   const std::function<void()> worker = [&]() {
     std::unique_ptr<WorkerScratch> scratch;
     const bool helper = std::this_thread::get_id() != caller;
+    size_t helped = 0;
     try {
       scratch = scratch_pool->Acquire();
       // Runs that read themselves fetch through the scratch: they follow this batch's plan.
       scratch->fetch_plan = plan;
       for (size_t s = next_slice++; s < slices.size() && !failed; s = next_slice++) {
         FetchAndDecode(runs, slices[s], plan, source, work, scratch.get());
-        if (helper) helped_runs += slices[s].last - slices[s].first;
+        if (helper) helped += slices[s].last - slices[s].first;
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
       if (!first_error) first_error = std::current_exception();
       failed = true;
     }
+    helped_runs += helped;
     if (scratch) {
       scratch->fetch_plan = FetchPlan{};
       scratch_pool->Release(std::move(scratch));
