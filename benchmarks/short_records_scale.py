@@ -105,7 +105,9 @@ def measure(root: str, batches: int, repeat: int, sds_batches: int) -> dict[str,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("cache_dir")
     parser.add_argument("--batches", type=int, default=200, help="batches of 256 a pass")
     parser.add_argument("--repeat", type=int, default=3, help="timed passes (median reported)")
@@ -118,7 +120,8 @@ def main() -> None:
         results[shards] = measure(root, args.batches, args.repeat, args.sds_batches)
     for shards, row in results.items():
         print(
-            f"{row['records']:>9,} records in {shards:>3} shards: open + first batch {row['open_first_s']:.3f} s; "
+            f"{row['records']:>9,} records in {shards:>3} shards: "
+            f"open + first batch {row['open_first_s']:.3f} s; "
             f"first pass {row['first_pass']:,.0f} rec/s ({row['first_faults']:.2f} page faults/record); "
             f"warm {row['ours']:,.0f} rec/s ({row['us_per_record']:.2f} us/record, "
             f"{row['faults']:.2f} faults/record; passes "

@@ -194,6 +194,29 @@ def test_a_new_readers_first_batch_asks_for_each_range_once(proxy, rclone_datase
     assert reader.stats.fetch_requests == len(asked) == 2 * 4 + len(indices)
 
 
+def test_a_new_reader_fetches_each_control_document_once(proxy, rclone_dataset):
+    """Opening asks for root, snapshot, annotation catalog and manifest with
+    one GET each, no HEAD; afterwards the shared store asks the server again."""
+    uri, _ = rclone_dataset
+    store = S3ObjectStore(options=endpoint_options(proxy.url))
+    proxy.reset()
+    reader = sds_loader.BatchReader(uri, object_store=store)
+    opening = [(method, path) for method, path, _ in proxy.seen]
+    assert all(path.endswith(".json") for _, path in opening), opening
+    assert {method for method, _ in opening} == {"GET"}
+    assert len(opening) == len(set(opening)) == 4
+    assert_batch(uri, reader.read([3, 17]), [3, 17], ("samples",))
+    proxy.reset()
+    root = f"{uri}/root.json"
+    assert store.info(root).size == len(store.read(root))
+    assert [method for method, _, _ in proxy.seen] == ["HEAD", "GET"]
+
+
+def test_a_missing_root_in_s3_is_named_as_before(rclone_server):
+    with pytest.raises(sds_loader.DatasetNotFoundError, match=rf"s3://{BUCKET}/no-such-dataset"):
+        sds_loader.BatchReader(f"s3://{BUCKET}/no-such-dataset")
+
+
 def test_stats_count_each_request_once_with_reads_on_several_threads(rclone_dataset):
     """Threads reading one reader at once: stats add up to exactly what the
     source fetched and the records read, not each read's view of the others'."""

@@ -24,7 +24,7 @@ from sds_loader.labels import MetadataShards, class_indices
 from sds_loader.outputs import Allocator, adopt, allocate
 from sds_loader.record_metadata import MetadataSource, describe_axes
 from sds_loader.schema import FieldSpec, Schema, TargetSpec, target_kind
-from sds_loader.storage import fallback, sources
+from sds_loader.storage import control_reads, fallback, sources
 from sds_loader.storage.remote_readahead import RemoteReadahead
 from sds_loader.storage.stores import for_root, portable
 from sds_loader.windows import Window, crop_starts, length_key, normalize_starts
@@ -96,16 +96,20 @@ class _ProcessState:
         from sds_loader import _native
 
         self.pid = os.getpid()
-        self.dataset = open_dataset(uri, object_store=for_root(uri, object_store))
+        store = for_root(uri, object_store)
+        with control_reads.coalesced(store):
+            self.dataset = open_dataset(uri, object_store=store)
+            self.native_reason = native_unavailable_reason(self.dataset)
+            self.table: ShardTable | None = None
+            if self.native_reason is None:
+                self.table = shard_table(self.dataset)
         self.fallback = fallback.FallbackReader(
             uri, self.dataset.object_store, verify_checksums=verify_checksums, max_open_files=max_open_files
         )
-        self.native_reason = native_unavailable_reason(self.dataset)
-        self.table: ShardTable | None = None
         self.native = None
         self.source = None
         if self.native_reason is None:
-            self.table = shard_table(self.dataset)
+            assert self.table is not None
             self.source = sources.for_shards(
                 self.dataset, self.table.paths, requests_in_flight=requests_in_flight
             )
@@ -515,7 +519,7 @@ class BatchReader:
                 # The probe reads the batch's first record: open its shard with the others.
                 files, records = state.table.locate(ordinals)
                 self._open_shards(state, files)
-                if state.source is not None:
+                if state.source is not None and state.native is not None:
                     # In object storage, the batch's chunks are asked for now,
                     # all at once: the probe then waits for its record's chunk
                     # among them instead of taking a round trip of its own.

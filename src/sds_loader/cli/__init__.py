@@ -99,7 +99,10 @@ def parser() -> argparse.ArgumentParser:
         "--batches",
         type=_positive,
         default=None,
-        help="batches timed per method (default: 16, or as many as hold 16,384 records where those are short; one epoch at most)",
+        help=(
+            "batches timed per method (default: 16, or as many as hold 16,384 records where those "
+            "are short; one epoch at most)"
+        ),
     )
     bench.add_argument(
         "--out",

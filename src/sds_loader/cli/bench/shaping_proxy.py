@@ -44,7 +44,7 @@ import urllib.parse
 from sds_loader.cli.bench.counting_proxy import Counts
 
 #: Bytes read from the upstream and released to the client at a time.
-PIECE = 16 * 1024
+PIECE = 64 * 1024
 #: The longest a request head may be.
 HEAD_LIMIT = 64 * 1024
 
