@@ -100,6 +100,11 @@ uint64_t ShardIndex::ChunkOf(uint64_t record) const {
 
 namespace {
 
+// What is read of the last block first, to find the postscript in, and of
+// the footer: a footer of a few hundred chunks fits.
+constexpr uint64_t kPostscriptProbeBytes = 4096;
+constexpr uint64_t kFooterProbeBytes = 16384;
+
 ShardIndex ParseShardIndex(const ShardFile& file) {
   ShardIndex index;
   index.file_size = file.size();
@@ -116,14 +121,24 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
             "is damaged, or it is not an ArrayRecord file");
   }
   const uint64_t postscript_begin = size - kBlockSize;
-  std::vector<uint8_t> buffer(static_cast<size_t>(kBlockSize));
-  file.ReadAt(postscript_begin, kBlockSize, buffer.data());
-  FileRange range{buffer.data(), postscript_begin, kBlockSize};
+  // The postscript is a few dozen bytes at the start of the last block, the
+  // rest padding: its first bytes are read, and the whole block only when
+  // the postscript does not lie within them (then any fault is reported).
+  std::vector<uint8_t> buffer(static_cast<size_t>(kPostscriptProbeBytes));
+  file.ReadAt(postscript_begin, kPostscriptProbeBytes, buffer.data());
+  FileRange range{buffer.data(), postscript_begin, kPostscriptProbeBytes};
   Chunk chunk;
   try {
     ReadChunk(range, postscript_begin, size, /*verify_data=*/true, &chunk);
-  } catch (const ReaderError& error) {
-    Corrupt(std::string("postscript is unreadable: ") + error.what());
+  } catch (const ReaderError&) {
+    buffer.resize(static_cast<size_t>(kBlockSize));
+    file.ReadAt(postscript_begin, kBlockSize, buffer.data());
+    range = FileRange{buffer.data(), postscript_begin, kBlockSize};
+    try {
+      ReadChunk(range, postscript_begin, size, /*verify_data=*/true, &chunk);
+    } catch (const ReaderError& error) {
+      Corrupt(std::string("postscript is unreadable: ") + error.what());
+    }
   }
   if (chunk.header.type != kSimpleChunk || chunk.header.num_records < 1) {
     Corrupt("postscript is not a simple chunk with records");
@@ -144,14 +159,26 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
   }
   index.footer_offset = footer_offset;
 
+  // The footer chunk is followed by padding up to the postscript's block,
+  // most of a block when the footer is small: its first bytes are read,
+  // and everything up to the postscript only when they do not hold it.
   const uint64_t footer_size = postscript_begin - footer_offset;
-  buffer.resize(static_cast<size_t>(footer_size));
-  file.ReadAt(footer_offset, footer_size, buffer.data());
-  range = FileRange{buffer.data(), footer_offset, footer_size};
+  const uint64_t probe = std::min(footer_size, kFooterProbeBytes);
+  buffer.resize(static_cast<size_t>(probe));
+  file.ReadAt(footer_offset, probe, buffer.data());
+  range = FileRange{buffer.data(), footer_offset, probe};
   try {
     ReadChunk(range, footer_offset, postscript_begin, /*verify_data=*/true, &chunk);
   } catch (const ReaderError& error) {
-    Corrupt(std::string("footer is unreadable: ") + error.what());
+    if (probe == footer_size) Corrupt(std::string("footer is unreadable: ") + error.what());
+    buffer.resize(static_cast<size_t>(footer_size));
+    file.ReadAt(footer_offset, footer_size, buffer.data());
+    range = FileRange{buffer.data(), footer_offset, footer_size};
+    try {
+      ReadChunk(range, footer_offset, postscript_begin, /*verify_data=*/true, &chunk);
+    } catch (const ReaderError& again) {
+      Corrupt(std::string("footer is unreadable: ") + again.what());
+    }
   }
   if (chunk.header.type == kTransposedChunk) {
     index.transposed_footer = true;
