@@ -35,17 +35,31 @@ struct Slice {
 // gather: enough that a slow run does not leave the others idle, few enough
 // that the workers do not contend for the next slice record after record.
 constexpr size_t kSlicesPerWorker = 8;
+// A slice's runs are fetched before any is decoded: at most this many bytes,
+// so that they are still in the core's cache when decoded.
+constexpr uint64_t kMaxSliceBytes = 256 << 10;
 
 // Without gathering, runs in kSlicesPerWorker slices per worker (one run
-// each when there are fewer). When the source gathers, as many runs as fit
+// each when there are fewer; all in one for a lone worker), each of at
+// most kMaxSliceBytes unless a run alone is larger. When the source gathers, as many runs as fit
 // in its byte cap, and no more than an even share per worker, so that every
 // worker gets a slice.
 std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint64_t gather_bytes) {
   std::vector<Slice> slices;
   if (gather_bytes == 0) {
-    const size_t per_slice = std::max<size_t>(1, runs.size() / (workers * kSlicesPerWorker));
-    for (size_t r = 0; r < runs.size(); r += per_slice) {
-      slices.push_back(Slice{r, std::min(runs.size(), r + per_slice)});
+    const size_t per_slice = workers == 1
+                                 ? runs.size()
+                                 : std::max<size_t>(1, runs.size() / (workers * kSlicesPerWorker));
+    for (size_t r = 0; r < runs.size();) {
+      Slice slice{r, r + 1};
+      uint64_t bytes = RunBytes(runs[r]);
+      while (slice.last < runs.size() && slice.last - slice.first < per_slice &&
+             bytes + RunBytes(runs[slice.last]) <= kMaxSliceBytes) {
+        bytes += RunBytes(runs[slice.last]);
+        ++slice.last;
+      }
+      slices.push_back(slice);
+      r = slice.last;
     }
     return slices;
   }
@@ -154,7 +168,14 @@ size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& sourc
     ranges.push_back(RangeRequest{run.shard->file->number(), run.begin, RunBytes(run), nullptr});
   }
   const FetchPlan plan = source.PlanBatch(ranges.data(), ranges.size());
-  const std::vector<Slice> slices = SliceRuns(runs, parallel, plan.gather_bytes);
+  // A cold or remote batch waits on its reads, not the CPU: every helper
+  // keeps more of them in flight, however little decoding there is. A warm
+  // one wakes only helpers that have enough to do, and is sliced for them.
+  size_t helpers = parallel - 1;
+  if (plan.gather_bytes == 0) helpers = HelpersWorthWaking(runs, helpers, work.work_per_helper);
+  const std::vector<Slice> slices =
+      SliceRuns(runs, plan.gather_bytes == 0 ? helpers + 1 : parallel, plan.gather_bytes);
+  helpers = std::min(helpers, slices.size() - 1);
   std::atomic<size_t> next_slice{0};
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;
@@ -184,10 +205,6 @@ size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& sourc
       scratch_pool->Release(std::move(scratch));
     }
   };
-  size_t helpers = std::min(parallel, slices.size()) - 1;
-  // A cold or remote batch waits on its reads, not the CPU: every helper
-  // keeps more of them in flight, however little decoding there is.
-  if (plan.gather_bytes == 0) helpers = HelpersWorthWaking(runs, helpers, work.work_per_helper);
   workers->Run(helpers, worker);
   if (first_error) std::rethrow_exception(first_error);
   return helped_runs;
