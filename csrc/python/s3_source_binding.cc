@@ -37,6 +37,7 @@ class SharedS3Source : public sdsl::ShardSource {
   void WillNeed(const sdsl::RangeRequest* ranges, size_t count) override {
     source_->WillNeed(ranges, count);
   }
+  void OpenShards(const std::vector<size_t>& files) override { source_->OpenShards(files); }
 
  private:
   std::shared_ptr<sdsl::S3Source> source_;

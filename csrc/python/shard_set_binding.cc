@@ -195,7 +195,15 @@ void BindShardSet(py::module_& m) {
                     "Work (uncompressed bytes; compressed count 4x) a warm batch needs for each "
                     "helper thread it wakes; 0 wakes every helper `threads` allows.")
       .def_property_readonly("helped_batches", &sdsl::ShardSet::helped_batches,
-                             "Batches in which a helper thread decoded at least one run.");
+                             "Batches in which a helper thread decoded at least one run.")
+      .def(
+          "wait_announcements",
+          [](sdsl::ShardSet& set, double seconds) {
+            py::gil_scoped_release release;
+            return set.WaitForAnnouncements(seconds);
+          },
+          py::arg("seconds"),
+          "Whether every announcement queued so far was carried out within `seconds`.");
 
   m.def(
       "record_bytes",
@@ -236,6 +244,20 @@ void BindShardSet(py::module_& m) {
       },
       py::arg("shard_set"), py::arg("files"), py::arg("records"),
       "Tells the shards' source that these records will be read soon; returns the bytes hinted.");
+  m.def(
+      "announce_records",
+      [](sdsl::ShardSet& set, const Int64Array& files, const Int64Array& records) {
+        if (files.ndim() != 1 || records.ndim() != 1 || files.size() != records.size()) {
+          throw py::value_error("files and records must be 1-D arrays of one length");
+        }
+        std::vector<int64_t> wanted_files(files.data(), files.data() + files.size());
+        std::vector<int64_t> wanted_records(records.data(), records.data() + records.size());
+        py::gil_scoped_release release;
+        return set.Announce(std::move(wanted_files), std::move(wanted_records));
+      },
+      py::arg("shard_set"), py::arg("files"), py::arg("records"),
+      "Queues these records for the set's announcement thread, which opens their shards "
+      "and hints their chunks; returns at once (False: the queue was full).");
 }
 
 }  // namespace sdsl_python

@@ -1,11 +1,15 @@
 #include "read/shard_set.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <future>
 
 #include "read/executor.h"
 #include "read/run_decoder.h"
 #include "read/window_read.h"
 #include "sources/local_source.h"
+#include "sources/readahead.h"
 
 namespace sdsl {
 
@@ -46,6 +50,45 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
 
 RecordProbe ShardSet::Probe(size_t file, uint64_t shard_record, int64_t ordinal) {
   return ProbeRecord(*shards_.Open(file), shard_record, ordinal, verify_, &scratch_);
+}
+
+ShardSet::~ShardSet() { stopping_ = true; }
+
+bool ShardSet::Announce(std::vector<int64_t> files, std::vector<int64_t> shard_records) {
+  if (files.size() != shard_records.size() || files.empty()) return false;
+  try {
+    return announcements_.Post(
+        [this, files = std::move(files), shard_records = std::move(shard_records)]() {
+          if (stopping_) return;
+          // Errors are dropped: the read that needs these records reports them.
+          try {
+            std::vector<size_t> shards;
+            for (const int64_t file : files) {
+              if (file >= 0 && static_cast<size_t>(file) < num_files()) {
+                shards.push_back(static_cast<size_t>(file));
+              }
+            }
+            std::sort(shards.begin(), shards.end());
+            shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+            source_->OpenShards(shards);
+          } catch (...) {
+          }
+          if (stopping_) return;
+          try {
+            HintRecords(*this, files.data(), shard_records.data(), files.size());
+          } catch (...) {
+          }
+        });
+  } catch (...) {
+    return false;
+  }
+}
+
+bool ShardSet::WaitForAnnouncements(double seconds) {
+  auto marker = std::make_shared<std::promise<void>>();
+  std::future<void> reached = marker->get_future();
+  if (!announcements_.Post([marker] { marker->set_value(); })) return false;
+  return reached.wait_for(std::chrono::duration<double>(seconds)) == std::future_status::ready;
 }
 
 }  // namespace sdsl

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/task_thread.h"
 #include "base/worker_pool.h"
 #include "read/batch_plan.h"
 #include "read/executor.h"
@@ -23,6 +24,10 @@ namespace sdsl {
 
 class ShardSet {
  public:
+  // Announcements waiting for the set's announcement thread; past this they
+  // are dropped, as a hint that arrives too late is worth nothing.
+  static constexpr size_t kPendingAnnouncements = 16;
+
   // Shards in local files.
   ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files);
   // Shards wherever `source` finds them.
@@ -34,6 +39,17 @@ class ShardSet {
             size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback);
 
   RecordProbe Probe(size_t file, uint64_t shard_record, int64_t ordinal);
+
+  // Announces records a later read will need: on a thread of the set's own,
+  // their shards are opened together and the chunks that hold them hinted to
+  // the source (HintRecords), so that the caller never waits on the network
+  // for a hint. Returns at once and never throws; false when the queue of
+  // announcements is full and this one was dropped.
+  bool Announce(std::vector<int64_t> files, std::vector<int64_t> shard_records);
+  // Whether every announcement queued so far was carried out within `seconds`.
+  bool WaitForAnnouncements(double seconds);
+
+  ~ShardSet();
 
   size_t num_files() const { return shards_.num_files(); }
   // Decode threads started by this reader in this process (the caller's not
@@ -64,6 +80,10 @@ class ShardSet {
   WorkerPool workers_;
   uint64_t work_per_helper_ = kDefaultWorkPerHelper;
   std::atomic<uint64_t> helped_batches_{0};
+  // Set when the set is destroyed: announcements still queued are dropped.
+  std::atomic<bool> stopping_{false};
+  // Last: destroyed first, so that no announcement outlives what it uses.
+  TaskThread announcements_{kPendingAnnouncements};
 };
 
 }  // namespace sdsl

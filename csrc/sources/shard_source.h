@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sdsl {
 
@@ -63,6 +64,11 @@ class ShardSource {
   // may start reading them without waiting, and must not throw. By default
   // nothing is done.
   virtual void WillNeed(const RangeRequest* /*ranges*/, size_t /*count*/) {}
+
+  // Opens `files` ahead of reading them, together where the source can
+  // (object storage: every shard's footer in one round of requests).
+  // Throws as Size does. By default nothing: a shard opens when first read.
+  virtual void OpenShards(const std::vector<size_t>& /*files*/) {}
 };
 
 }  // namespace sdsl
