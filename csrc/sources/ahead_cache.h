@@ -47,9 +47,9 @@ class AheadCache : public ForkGuarded {
   std::vector<std::shared_ptr<AheadRange>> Reserve(const std::vector<Wanted>& wanted);
   void Finish(const std::shared_ptr<AheadRange>& range, bool fetched);
 
-  // Copies bytes [offset, offset + size) of `file` to `dst` from a range
-  // that holds them all and was fetched under `etag`, waiting up to `wait`
-  // for one in flight. Returns whether it did.
+  // Copies bytes [offset, offset + size) of `file` to `dst` from the ranges
+  // that hold them (one, or several side by side), all fetched under
+  // `etag`, waiting up to `wait` for each one in flight. Returns whether it did.
   bool CopyOut(size_t file, uint64_t offset, uint64_t size, const std::string& etag, uint8_t* dst,
                std::chrono::steady_clock::duration wait);
 
@@ -64,7 +64,10 @@ class AheadCache : public ForkGuarded {
   void ResetInChild() override;
 
  private:
-  std::shared_ptr<AheadRange> Holding(size_t file, uint64_t offset, uint64_t size) const;
+  // The newest range not failed that holds byte `offset` of `file`, or null.
+  std::shared_ptr<AheadRange> Holding(size_t file, uint64_t offset) const;
+  // The first offset in (offset, limit) where a range not failed starts, else limit.
+  uint64_t NextStart(size_t file, uint64_t offset, uint64_t limit) const;
 
   const uint64_t budget_;
   mutable std::mutex mutex_;

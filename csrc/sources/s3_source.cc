@@ -204,8 +204,10 @@ S3Source::S3Source(S3Settings settings)
     : settings_(std::move(settings)),
       client_(settings_.http),
       ahead_(settings_.readahead_bytes),
-      shards_(settings_.urls.size()),
-      readahead_(/*max_pending=*/16) {
+      shards_(settings_.urls.size()) {
+  for (size_t k = 0; k < kReadaheadThreads; ++k) {
+    readahead_.push_back(std::make_unique<TaskThread>(/*max_pending=*/8));
+  }
   if (settings_.uris.size() != settings_.urls.size()) {
     Fail(ErrorKind::kArgument, "an S3 source needs one URI and one URL per shard");
   }
@@ -452,8 +454,12 @@ void S3Source::WillNeed(const RangeRequest* ranges, size_t count) {
   try {
     reserved = ahead_.Reserve(wanted);
     if (reserved.empty()) return;
-    auto task = [this, reserved]() { ReadAhead(reserved); };
-    if (readahead_.Post(std::move(task))) return;
+    // The next thread in turn, or any other that has room for it.
+    const size_t first = next_readahead_++;
+    for (size_t k = 0; k < readahead_.size(); ++k) {
+      auto task = [this, reserved]() { ReadAhead(reserved); };
+      if (readahead_[(first + k) % readahead_.size()]->Post(std::move(task))) return;
+    }
   } catch (...) {
     // A hint that cannot be queued is dropped.
   }
@@ -461,11 +467,19 @@ void S3Source::WillNeed(const RangeRequest* ranges, size_t count) {
 }
 
 bool S3Source::WaitForReadahead(double seconds) {
-  // Tasks run in order: a marker posted now runs after every earlier hint.
-  auto marker = std::make_shared<std::promise<void>>();
-  std::future<void> reached = marker->get_future();
-  if (!readahead_.Post([marker] { marker->set_value(); })) return false;
-  return reached.wait_for(std::chrono::duration<double>(seconds)) == std::future_status::ready;
+  // Each thread runs its tasks in order: a marker posted to each now runs
+  // after every earlier hint.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  std::vector<std::future<void>> reached;
+  for (const auto& thread : readahead_) {
+    auto marker = std::make_shared<std::promise<void>>();
+    reached.push_back(marker->get_future());
+    if (!thread->Post([marker] { marker->set_value(); })) return false;
+  }
+  for (std::future<void>& marker : reached) {
+    if (marker.wait_until(deadline) != std::future_status::ready) return false;
+  }
+  return true;
 }
 
 void S3Source::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges) {

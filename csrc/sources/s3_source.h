@@ -89,7 +89,7 @@ class S3Source : public ShardSource, public ForkGuarded {
   void WillNeed(const RangeRequest* ranges, size_t count) override;
 
   // Fetches the tails (and heads) of `files` not yet open, all in flight.
-  void OpenShards(const std::vector<size_t>& files);
+  void OpenShards(const std::vector<size_t>& files) override;
   void SetCredentials(HttpCredentials credentials);
   // Waits until what WillNeed queued before the call has been fetched (or
   // dropped); false when `seconds` pass first.
@@ -130,8 +130,14 @@ class S3Source : public ShardSource, public ForkGuarded {
   std::atomic<uint64_t> ahead_hits_{0};
   std::atomic<uint64_t> closes_{0};
   std::atomic<bool> identified_{false};  // whether requests carry credentials
+  // Announcements are fetched on several threads, each hint's ranges in
+  // one round of requests: a hint need not wait for the one before it to
+  // arrive whole, so a sampler announcing a few batches ahead keeps that
+  // many batches' requests in flight.
+  static constexpr size_t kReadaheadThreads = 4;
+  std::atomic<size_t> next_readahead_{0};
   // Last: destroyed first, so that no readahead task outlives what it uses.
-  TaskThread readahead_;
+  std::vector<std::unique_ptr<TaskThread>> readahead_;
 };
 
 }  // namespace sdsl
