@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from native_required import _native  # noqa: E402, F401
 from s3_fixtures import endpoint_options, rclone_dataset, rclone_server  # noqa: F401
 from s3_server import FaultProxy
@@ -85,3 +86,69 @@ def test_will_need_on_a_closed_reader_opens_nothing(rclone_server, rclone_datase
         assert_batch(uri, reader.read([3, 30]), [3, 30], ("samples",), ("label",))
     finally:
         proxy.close()
+
+
+EXIT_WHILE_ANNOUNCING = """
+import sys
+import sds_loader
+from signal_dataset.storage import S3ObjectStore, S3Options
+
+store = S3ObjectStore(
+    options=S3Options(endpoint_url=sys.argv[2], region_name="us-east-1", addressing_style="path")
+)
+reader = sds_loader.BatchReader(sys.argv[1], object_store=store)
+reader.read([0])
+for start in range(0, 48, 4):
+    reader.will_need(range(start, start + 4))
+# Exits at once: announcements are still being carried out, the reader open.
+"""
+
+
+def test_a_process_that_exits_while_announcing_exits_cleanly(rclone_server, rclone_dataset):
+    """No abort at exit while announcements are under way (a Python thread in
+    a native call at exit is ended through C++ frames, which aborts)."""
+    import subprocess
+    import sys
+
+    uri, _ = rclone_dataset
+    proxy = FaultProxy(rclone_server.port)
+    try:
+        proxy.stall_seconds = 0.5
+        first: list[str] = []
+
+        def stall_other_shards(n: int, method: str, path: str) -> str:
+            # Record 0's shard answers; opening any other (an announcement's) stalls.
+            if "/objects/data/" not in path:
+                return "pass"
+            if not first:
+                first.append(path)
+            return "pass" if path == first[0] else "stall"
+
+        proxy.reset(stall_other_shards)
+        done = subprocess.run(
+            [sys.executable, "-c", EXIT_WHILE_ANNOUNCING, uri, proxy.url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        proxy.close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "terminate" not in done.stderr, done.stderr[-2000:]
+
+
+def test_the_sampler_announces_further_ahead_in_object_storage(rclone_dataset, tmp_path):
+    """A round trip there is tens of milliseconds: four stretches ahead, not two."""
+    import functools
+
+    pytest.importorskip("torch")
+    from sds_factory import capture, write_dataset
+
+    from sds_loader.samplers import ShardAwareSampler
+
+    uri, _ = rclone_dataset
+    remote = ShardAwareSampler(sds_loader.BatchReader(uri), run_length=4, runs_mixed=3)
+    assert remote.readahead == 4 * 4 * 3
+    write_dataset(tmp_path / "local", 12, functools.partial(capture, samples=64), records_per_shard=6)
+    local = ShardAwareSampler(sds_loader.BatchReader(str(tmp_path / "local")), run_length=4, runs_mixed=3)
+    assert local.readahead == 2 * 4 * 3

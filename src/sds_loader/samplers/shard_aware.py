@@ -37,7 +37,8 @@ The two knobs trade locality for mixing:
 
 A third knob keeps the disk busy while the cores decode:
 
-- `readahead` (default: two stretches, ``2 * run_length * runs_mixed``): at
+- `readahead` (default: two stretches, ``2 * run_length * runs_mixed``, or
+  eight for a dataset in object storage): at
   the start of each stretch of ``run_length * runs_mixed`` records the
   sampler announces the records up to `readahead` past that stretch to the
   dataset (`SDSTorchDataset.will_need`: for local shards
@@ -83,6 +84,16 @@ import signal_dataset as sds
 from sds_loader.addressing import shard_table
 from sds_loader.samplers.contract import EpochSampler, non_negative_int, positive_int
 from sds_loader.samplers.subsets import unwrap
+from sds_loader.storage.sources import is_remote
+
+#: Stretches announced ahead by default for local shards: the disk's queue
+#: fills with one or two, and more bought nothing on the development disk.
+LOCAL_STRETCHES_AHEAD = 2
+#: ...and for shards in object storage, where each request waits a round
+#: trip of tens of milliseconds before its bytes come: the stretches ahead
+#: are requests in flight. Eight stretches of 64 KiB records at the
+#: defaults are 64 MiB, what the reader's remote readahead cache holds.
+REMOTE_STRETCHES_AHEAD = 4
 
 
 def _stored_runs(dataset: object) -> tuple[int, np.ndarray, np.ndarray]:
@@ -185,10 +196,13 @@ class ShardAwareSampler(EpochSampler[int]):
         )
         self.run_length = positive_int("run_length", run_length)
         self.runs_mixed = positive_int("runs_mixed", runs_mixed)
-        if readahead is None:
-            readahead = 2 * self.run_length * self.runs_mixed
-        self.readahead = non_negative_int("readahead", readahead)
         base, ordinals = unwrap(dataset)
+        if readahead is None:
+            uri = getattr(base, "uri", None)
+            remote = isinstance(uri, str) and is_remote(uri)
+            stretches = REMOTE_STRETCHES_AHEAD if remote else LOCAL_STRETCHES_AHEAD
+            readahead = stretches * self.run_length * self.runs_mixed
+        self.readahead = non_negative_int("readahead", readahead)
         announce = getattr(base, "will_need", None)
         #: The dataset's `will_need`, to which upcoming records are announced, or None.
         self._announce = announce if callable(announce) else None
