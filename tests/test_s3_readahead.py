@@ -152,3 +152,20 @@ def test_the_sampler_announces_further_ahead_in_object_storage(rclone_dataset, t
     write_dataset(tmp_path / "local", 12, functools.partial(capture, samples=64), records_per_shard=6)
     local = ShardAwareSampler(sds_loader.BatchReader(str(tmp_path / "local")), run_length=4, runs_mixed=3)
     assert local.readahead == 2 * 4 * 3
+
+
+def test_the_sampler_learns_the_runs_from_the_reader_without_a_request(rclone_server, rclone_dataset):
+    pytest.importorskip("torch")
+    from sds_loader.samplers import ShardAwareSampler
+
+    uri, _ = rclone_dataset
+    proxy = FaultProxy(rclone_server.port)
+    try:
+        reader = reader_through(proxy, uri)
+        reader.read([0])
+        proxy.reset()
+        sampler = ShardAwareSampler(reader, readahead=0, run_length=4, runs_mixed=2)
+        assert proxy.seen == []
+        assert sorted(sampler) == ALL
+    finally:
+        proxy.close()

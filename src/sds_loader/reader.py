@@ -369,6 +369,14 @@ class BatchReader:
     def uri(self) -> str:
         return self._uri
 
+    def _addressing(self) -> ShardTable | None:
+        """Where this process's reader finds each record (None when signal_dataset reads them all).
+
+        For `ShardAwareSampler`, which would otherwise open the dataset again to
+        learn it: in object storage that is several requests one after another.
+        """
+        return self._process().table
+
     @property
     def threads(self) -> int:
         return self._threads

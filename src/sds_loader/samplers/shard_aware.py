@@ -102,6 +102,12 @@ def _stored_runs(dataset: object) -> tuple[int, np.ndarray, np.ndarray]:
     A stretch is a run of ordinals that its shard stores side by side; the
     last entry of the first array is the record count, closing the last one.
     """
+    addressing = getattr(dataset, "_addressing", None)
+    if callable(addressing):
+        # A reader that has opened the dataset already knows (BatchReader, SDSTorchDataset).
+        table = addressing()
+        if table is not None:
+            return int(table.starts[-1]), table.starts, table.skips[:-1]
     uri = getattr(dataset, "uri", dataset)
     if isinstance(uri, str | os.PathLike):
         opened = sds.open(os.fspath(uri))

@@ -31,6 +31,7 @@ from torch.utils.data import Dataset as _Dataset
 from torch.utils.data import default_collate as _default_collate
 from torch.utils.data import get_worker_info as _get_worker_info
 
+from sds_loader.addressing import ShardTable
 from sds_loader.annotations import Annotations
 from sds_loader.errors import UnknownNameError, UnknownTargetError
 from sds_loader.outputs import Allocator
@@ -359,6 +360,10 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
     def reader(self) -> BatchReader:
         """This process's `BatchReader` (its `stats` say which path served each record)."""
         return self._open().reader
+
+    def _addressing(self) -> ShardTable | None:
+        """Where this process's reader finds each record, for `ShardAwareSampler`."""
+        return self._open().reader._addressing()
 
     @property
     def buffers(self) -> str:
