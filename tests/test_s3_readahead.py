@@ -154,9 +154,11 @@ def test_the_sampler_announces_further_ahead_in_object_storage(rclone_dataset, t
     assert local.readahead == 2 * 4 * 3
 
 
-def test_the_sampler_learns_the_runs_from_the_reader_without_a_request(rclone_server, rclone_dataset):
+def test_the_sampler_learns_the_runs_from_the_reader_without_a_request(
+    rclone_server, rclone_dataset, monkeypatch
+):
     pytest.importorskip("torch")
-    from sds_loader.samplers import ShardAwareSampler
+    from sds_loader.samplers import ShardAwareSampler, shard_aware
 
     uri, _ = rclone_dataset
     proxy = FaultProxy(rclone_server.port)
@@ -164,6 +166,11 @@ def test_the_sampler_learns_the_runs_from_the_reader_without_a_request(rclone_se
         reader = reader_through(proxy, uri)
         reader.read([0])
         proxy.reset()
+
+        def no_second_open(*args, **kwargs):
+            raise AssertionError("the sampler opened the dataset again")
+
+        monkeypatch.setattr(shard_aware.sds, "open", no_second_open)
         sampler = ShardAwareSampler(reader, readahead=0, run_length=4, runs_mixed=2)
         assert proxy.seen == []
         assert sorted(sampler) == ALL
