@@ -139,6 +139,7 @@ def test_a_shaped_run_reads_every_method_through_the_proxy_and_counts_it(rclone_
     # Every batch waits for at least one answer, held 30 ms by the proxy.
     assert all(row["batch_seconds"] >= 0.030 for row in result["rows"])
     assert warm["cpu_seconds_per_request"] > 0
+    assert result["fetch_cpu_seconds_per_request"] > 0
     stretch = {row["order"]: row for row in result["stretch_rows"]}
     assert set(stretch) == {"ShardAwareSampler, will_need", "shuffled"}
     for row in stretch.values():

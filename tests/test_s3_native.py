@@ -281,6 +281,26 @@ def test_sparse_read_target(rclone_server, tmp_path):
     assert reader.stats.fetch_requests <= len(indices) + 2 * len(spans)
 
 
+def test_chunk_ranges_are_the_records_chunks(rclone_dataset):
+    """What the bench fetches to time requests alone: each record's chunk, as the shard stores it."""
+    from sds_loader import _native
+
+    uri, local = rclone_dataset
+    reader = sds_loader.BatchReader(uri)
+    reader.read([0])
+    state = reader._process()
+    indices = [1, 13, 26, 40]  # one record in each of four shards
+    files, records = state.table.locate(np.asarray(indices))
+    ranges = _native.chunk_ranges(state.native, files, records)
+    spans = _chunk_spans(local, indices)
+    expected = sorted(
+        (int(file), begin, end - begin)
+        for file, (path, shard) in zip(files.tolist(), spans.items(), strict=True)
+        for begin, end in shard["records"]
+    )
+    assert sorted(ranges) == expected
+
+
 def _chunk_spans(local: str, ordinals) -> dict[str, dict]:
     """Per shard of these records: each record chunk's (begin, end), and the bytes
     from the footer index's chunk to the end of the file (footer and postscript)."""

@@ -245,6 +245,25 @@ void BindShardSet(py::module_& m) {
       py::arg("shard_set"), py::arg("files"), py::arg("records"),
       "Tells the shards' source that these records will be read soon; returns the bytes hinted.");
   m.def(
+      "chunk_ranges",
+      [](sdsl::ShardSet& set, const Int64Array& files, const Int64Array& records) {
+        if (files.ndim() != 1 || records.ndim() != 1 || files.size() != records.size()) {
+          throw py::value_error("files and records must be 1-D arrays of one length");
+        }
+        std::vector<sdsl::RangeRequest> ranges;
+        {
+          py::gil_scoped_release release;
+          ranges = sdsl::RecordChunkRanges(set, files.data(), records.data(),
+                                           static_cast<size_t>(files.size()));
+        }
+        py::list out;
+        for (const auto& range : ranges)
+          out.append(py::make_tuple(range.file, range.offset, range.size));
+        return out;
+      },
+      py::arg("shard_set"), py::arg("files"), py::arg("records"),
+      "(file, offset, size) of the chunks that hold these records, merged where they touch.");
+  m.def(
       "announce_records",
       [](sdsl::ShardSet& set, const Int64Array& files, const Int64Array& records) {
         if (files.ndim() != 1 || records.ndim() != 1 || files.size() != records.size()) {

@@ -64,6 +64,7 @@ class ShardSet {
   // multi-threaded read from one whose helpers were asked for but not used.
   uint64_t helped_batches() const { return helped_batches_.load(std::memory_order_relaxed); }
   std::shared_ptr<const OpenShard> Open(size_t file) { return shards_.Open(file); }
+  ShardSource& source() { return *source_; }
   // Shards whose index this reader keeps, and the bytes those indexes hold.
   size_t shards_indexed() const { return shards_.Touched(); }
   size_t index_bytes() const { return shards_.HeldBytes(); }

@@ -9,11 +9,10 @@
 
 namespace sdsl {
 
-uint64_t HintRecords(ShardSet& set, const int64_t* files, const int64_t* shard_records,
-                     size_t count) {
+std::vector<RangeRequest> RecordChunkRanges(ShardSet& set, const int64_t* files,
+                                            const int64_t* shard_records, size_t count) {
   std::vector<RangeRequest> ranges;
   ranges.reserve(count);
-  ShardSource* source = nullptr;
   std::shared_ptr<const OpenShard> shard;
   int64_t open_file = -1;
   for (size_t k = 0; k < count; ++k) {
@@ -36,29 +35,33 @@ uint64_t HintRecords(ShardSet& set, const int64_t* files, const int64_t* shard_r
     const uint64_t begin = index.chunk_offsets[c];
     const uint64_t end = index.ChunkLimit(c);
     if (end <= begin) continue;
-    source = &shard->file->source();
     ranges.push_back(RangeRequest{static_cast<size_t>(files[k]), begin, end - begin, nullptr});
   }
-  if (source == nullptr) return 0;
   std::sort(ranges.begin(), ranges.end(), [](const RangeRequest& a, const RangeRequest& b) {
     return a.file != b.file ? a.file < b.file : a.offset < b.offset;
   });
   // Records of one chunk, and neighbouring chunks, become one range each.
   std::vector<RangeRequest> merged;
-  uint64_t bytes = 0;
   for (const RangeRequest& range : ranges) {
     if (!merged.empty() && merged.back().file == range.file &&
         range.offset <= merged.back().offset + merged.back().size) {
       RangeRequest& last = merged.back();
       const uint64_t end = std::max(last.offset + last.size, range.offset + range.size);
-      bytes += end - (last.offset + last.size);
       last.size = end - last.offset;
       continue;
     }
     merged.push_back(range);
-    bytes += range.size;
   }
-  source->WillNeed(merged.data(), merged.size());
+  return merged;
+}
+
+uint64_t HintRecords(ShardSet& set, const int64_t* files, const int64_t* shard_records,
+                     size_t count) {
+  std::vector<RangeRequest> ranges = RecordChunkRanges(set, files, shard_records, count);
+  if (ranges.empty()) return 0;
+  uint64_t bytes = 0;
+  for (const RangeRequest& range : ranges) bytes += range.size;
+  set.source().WillNeed(ranges.data(), ranges.size());
   return bytes;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "read/shard_set.h"
 
@@ -18,6 +19,12 @@ namespace sdsl {
 // report. Reads nothing itself; a source without hints ignores them.
 uint64_t HintRecords(ShardSet& set, const int64_t* files, const int64_t* shard_records,
                      size_t count);
+
+// The byte ranges of the chunks that hold those records, sorted and merged
+// as HintRecords hints them (dst unset); records that cannot be placed are
+// left out.
+std::vector<RangeRequest> RecordChunkRanges(ShardSet& set, const int64_t* files,
+                                            const int64_t* shard_records, size_t count);
 
 }  // namespace sdsl
 

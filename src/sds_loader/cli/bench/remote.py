@@ -130,6 +130,8 @@ class RemoteResult:
     stretch_note: str = ""
     #: Speed and cost ratios: BatchReader over signal_dataset, ShardAwareSampler over shuffled.
     ratios: dict[str, float] = field(default_factory=dict)
+    #: CPU seconds per request fetching the warm batches' chunks alone, not decoding them.
+    fetch_cpu_seconds_per_request: float | None = None
 
 
 def is_remote(path: str | None) -> bool:
@@ -200,6 +202,8 @@ class _Pass:
     wire: dict[str, list[tuple[int, int]]]
     own: dict[str, list[tuple[int, int]]]
     cpu: dict[str, list[float]]
+    #: CPU seconds per request of the warm reader fetching the batches' chunks without decoding.
+    fetch_cpu: float | None = None
 
 
 def _batch_pass(
@@ -233,9 +237,40 @@ def _batch_pass(
                     )
                 if reported is not None:
                     measured.own[name].append(reported)
+        measured.fetch_cpu = _fetch_cpu(warm_reader, timed)
     finally:
         warm_reader.close()
     return measured
+
+
+def _fetch_cpu(reader: BatchReader, timed: list[np.ndarray]) -> float | None:
+    """CPU seconds per request, all the process's threads, for fetching the batches' chunks alone.
+
+    The warm rows' CPU includes decoding and verifying each record. Here the
+    warm reader's byte source fetches the same batches' chunks, as a read
+    does, into a scratch buffer, and nothing is decoded: what the requests
+    themselves cost.
+    """
+    from sds_loader import _native
+
+    state = reader._process()
+    source, native, addressing = state.source, state.native, state.table
+    if source is None or native is None or addressing is None:
+        return None
+    batches = [_native.chunk_ranges(native, *addressing.locate(ordinals)) for ordinals in timed]
+    scratch = memoryview(bytearray(max((sum(r[2] for r in ranges) for ranges in batches), default=0)))
+    gc.collect()
+    before = source.counters.requests
+    cpu = time.process_time()
+    for ranges in batches:
+        requests, at = [], 0
+        for file, offset, length in ranges:
+            requests.append((file, offset, scratch[at : at + length]))
+            at += length
+        source.fetch(requests)
+    used = time.process_time() - cpu
+    sent = source.counters.requests - before
+    return used / sent if sent else None
 
 
 def _shard_firsts(dataset: sds.Dataset) -> np.ndarray:
@@ -491,6 +526,7 @@ def run(
         stretch_rows=stretch_rows,
         stretch_note=stretch_note,
         ratios=_ratios(rows, stretch_rows),
+        fetch_cpu_seconds_per_request=measured.fetch_cpu,
     )
 
 
@@ -599,6 +635,11 @@ def text(result: RemoteResult) -> str:
         )
     elif result.stretch_note:
         parts.append(result.stretch_note)
+    if result.fetch_cpu_seconds_per_request is not None:
+        parts.append(
+            "warm reader, the same batches' chunks fetched alone (not decoded): "
+            f"{result.fetch_cpu_seconds_per_request * 1e6:.0f} us CPU per request"
+        )
     if result.ratios:
         parts.append("\n".join(f"{name}: {value:.2f}x" for name, value in result.ratios.items()))
     return "\n\n".join(parts)
