@@ -39,36 +39,26 @@ constexpr size_t kSlicesPerWorker = 8;
 // so that they are still in the core's cache when decoded.
 constexpr uint64_t kMaxSliceBytes = 256 << 10;
 
-// Without gathering, runs in kSlicesPerWorker slices per worker (one run
-// each when there are fewer; all in one for a lone worker), each of at
-// most kMaxSliceBytes unless a run alone is larger. When the source gathers, as many runs as fit
-// in its byte cap, and no more than an even share per worker, so that every
-// worker gets a slice.
+// Consecutive runs cut into slices of at most `per_slice` runs and
+// `max_bytes` bytes (a run alone may be larger). Without gathering:
+// kSlicesPerWorker slices per worker (one run each when there are fewer; all
+// in one for a lone worker) of at most kMaxSliceBytes. When the source
+// gathers: as many runs as fit in its byte cap, and no more than an even
+// share per worker, so that every worker gets a slice.
 std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint64_t gather_bytes) {
-  std::vector<Slice> slices;
+  size_t per_slice = (runs.size() + workers - 1) / workers;
+  uint64_t max_bytes = gather_bytes;
   if (gather_bytes == 0) {
-    const size_t per_slice = workers == 1
-                                 ? runs.size()
-                                 : std::max<size_t>(1, runs.size() / (workers * kSlicesPerWorker));
-    for (size_t r = 0; r < runs.size();) {
-      Slice slice{r, r + 1};
-      uint64_t bytes = RunBytes(runs[r]);
-      while (slice.last < runs.size() && slice.last - slice.first < per_slice &&
-             bytes + RunBytes(runs[slice.last]) <= kMaxSliceBytes) {
-        bytes += RunBytes(runs[slice.last]);
-        ++slice.last;
-      }
-      slices.push_back(slice);
-      r = slice.last;
-    }
-    return slices;
+    per_slice = workers == 1 ? runs.size()
+                             : std::max<size_t>(1, runs.size() / (workers * kSlicesPerWorker));
+    max_bytes = kMaxSliceBytes;
   }
-  const size_t share = (runs.size() + workers - 1) / workers;
+  std::vector<Slice> slices;
   for (size_t r = 0; r < runs.size();) {
     Slice slice{r, r + 1};
     uint64_t bytes = RunBytes(runs[r]);
-    while (slice.last < runs.size() && slice.last - slice.first < share &&
-           bytes + RunBytes(runs[slice.last]) <= gather_bytes) {
+    while (slice.last < runs.size() && slice.last - slice.first < per_slice &&
+           bytes + RunBytes(runs[slice.last]) <= max_bytes) {
       bytes += RunBytes(runs[slice.last]);
       ++slice.last;
     }
