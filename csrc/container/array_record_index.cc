@@ -105,6 +105,26 @@ namespace {
 constexpr uint64_t kPostscriptProbeBytes = 4096;
 constexpr uint64_t kFooterProbeBytes = 16384;
 
+// Reads the chunk at `begin` that must end by `limit` into `chunk`, whose
+// bytes `buffer` then holds. A chunk is usually followed by padding up to
+// `limit`: its first `probe` bytes are read, and all of [begin, limit) only
+// when the chunk does not lie within them; a fault there is reported as
+// `what` being unreadable.
+void ReadChunkProbed(const ShardFile& file, uint64_t begin, uint64_t limit, uint64_t probe,
+                     const char* what, std::vector<uint8_t>* buffer, Chunk* chunk) {
+  const uint64_t whole = limit - begin;
+  for (uint64_t size = std::min(whole, probe);; size = whole) {
+    buffer->resize(static_cast<size_t>(size));
+    file.ReadAt(begin, size, buffer->data());
+    try {
+      ReadChunk(FileRange{buffer->data(), begin, size}, begin, limit, /*verify_data=*/true, chunk);
+      return;
+    } catch (const ReaderError& error) {
+      if (size == whole) Corrupt(std::string(what) + " is unreadable: " + error.what());
+    }
+  }
+}
+
 ShardIndex ParseShardIndex(const ShardFile& file) {
   ShardIndex index;
   index.file_size = file.size();
@@ -122,24 +142,11 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
   }
   const uint64_t postscript_begin = size - kBlockSize;
   // The postscript is a few dozen bytes at the start of the last block, the
-  // rest padding: its first bytes are read, and the whole block only when
-  // the postscript does not lie within them (then any fault is reported).
-  std::vector<uint8_t> buffer(static_cast<size_t>(kPostscriptProbeBytes));
-  file.ReadAt(postscript_begin, kPostscriptProbeBytes, buffer.data());
-  FileRange range{buffer.data(), postscript_begin, kPostscriptProbeBytes};
+  // rest padding.
+  std::vector<uint8_t> buffer;
   Chunk chunk;
-  try {
-    ReadChunk(range, postscript_begin, size, /*verify_data=*/true, &chunk);
-  } catch (const ReaderError&) {
-    buffer.resize(static_cast<size_t>(kBlockSize));
-    file.ReadAt(postscript_begin, kBlockSize, buffer.data());
-    range = FileRange{buffer.data(), postscript_begin, kBlockSize};
-    try {
-      ReadChunk(range, postscript_begin, size, /*verify_data=*/true, &chunk);
-    } catch (const ReaderError& error) {
-      Corrupt(std::string("postscript is unreadable: ") + error.what());
-    }
-  }
+  ReadChunkProbed(file, postscript_begin, size, kPostscriptProbeBytes, "postscript", &buffer,
+                  &chunk);
   if (chunk.header.type != kSimpleChunk || chunk.header.num_records < 1) {
     Corrupt("postscript is not a simple chunk with records");
   }
@@ -160,26 +167,9 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
   index.footer_offset = footer_offset;
 
   // The footer chunk is followed by padding up to the postscript's block,
-  // most of a block when the footer is small: its first bytes are read,
-  // and everything up to the postscript only when they do not hold it.
-  const uint64_t footer_size = postscript_begin - footer_offset;
-  const uint64_t probe = std::min(footer_size, kFooterProbeBytes);
-  buffer.resize(static_cast<size_t>(probe));
-  file.ReadAt(footer_offset, probe, buffer.data());
-  range = FileRange{buffer.data(), footer_offset, probe};
-  try {
-    ReadChunk(range, footer_offset, postscript_begin, /*verify_data=*/true, &chunk);
-  } catch (const ReaderError& error) {
-    if (probe == footer_size) Corrupt(std::string("footer is unreadable: ") + error.what());
-    buffer.resize(static_cast<size_t>(footer_size));
-    file.ReadAt(footer_offset, footer_size, buffer.data());
-    range = FileRange{buffer.data(), footer_offset, footer_size};
-    try {
-      ReadChunk(range, footer_offset, postscript_begin, /*verify_data=*/true, &chunk);
-    } catch (const ReaderError& again) {
-      Corrupt(std::string("footer is unreadable: ") + again.what());
-    }
-  }
+  // most of a block when the footer is small.
+  ReadChunkProbed(file, footer_offset, postscript_begin, kFooterProbeBytes, "footer", &buffer,
+                  &chunk);
   if (chunk.header.type == kTransposedChunk) {
     index.transposed_footer = true;
     return index;
