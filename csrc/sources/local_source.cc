@@ -179,20 +179,6 @@ void LocalSource::Fetch(RangeRequest* requests, size_t count, const FetchPlan& p
     }
     groups.emplace_back(first, last);
   }
-  if (plan.gather_bytes == 0) {
-    // A warm batch's reads come from the page cache: a copy each, which
-    // the IO threads would only add a hand-over to.
-    std::shared_ptr<const OpenFile> open;
-    size_t open_file = 0;
-    for (const auto& [first, last] : groups) {
-      if (open == nullptr || open_file != requests[first].file) {
-        open = Open(requests[first].file);
-        open_file = requests[first].file;
-      }
-      open->ReadContiguous(requests + first, last - first, mapped);
-    }
-    return;
-  }
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;
@@ -215,7 +201,9 @@ void LocalSource::Fetch(RangeRequest* requests, size_t count, const FetchPlan& p
       }
     }
   };
-  io_.Run(std::min(groups.size() - 1, kIoHelpers), read);
+  // A warm batch's reads come from the page cache, a copy each, which the
+  // IO threads would only add a hand-over to: they stay on this thread.
+  io_.Run(plan.gather_bytes == 0 ? 0 : std::min(groups.size() - 1, kIoHelpers), read);
   if (first_error) std::rethrow_exception(first_error);
 }
 
