@@ -1,5 +1,7 @@
 #include "base/task_thread.h"
 
+#include <future>
+#include <memory>
 #include <new>
 #include <system_error>
 #include <utility>
@@ -52,6 +54,13 @@ bool TaskThread::Post(std::function<void()> task) {
   }
   state->wake.notify_one();
   return true;
+}
+
+bool TaskThread::WaitForEarlier(std::chrono::steady_clock::time_point deadline) {
+  auto marker = std::make_shared<std::promise<void>>();
+  std::future<void> reached = marker->get_future();
+  if (!Post([marker] { marker->set_value(); })) return false;
+  return reached.wait_until(deadline) == std::future_status::ready;
 }
 
 void TaskThread::LockForFork() { state_->mutex.lock(); }

@@ -4,6 +4,7 @@
 #ifndef SDS_LOADER_TASK_THREAD_H_
 #define SDS_LOADER_TASK_THREAD_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -27,6 +28,10 @@ class TaskThread : public ForkGuarded {
   // on the first post. Where the system refuses a thread, `task` is dropped.
   // Returns whether it was queued.
   bool Post(std::function<void()> task);
+  // Whether every task posted before the call has run by `deadline`: a
+  // marker is posted after them and waited for (false also when the queue
+  // has no room for it).
+  bool WaitForEarlier(std::chrono::steady_clock::time_point deadline);
 
   void LockForFork() override;
   void UnlockInParent() override;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <future>
 
 #include "read/executor.h"
 #include "read/run_decoder.h"
@@ -85,10 +84,10 @@ bool ShardSet::Announce(std::vector<int64_t> files, std::vector<int64_t> shard_r
 }
 
 bool ShardSet::WaitForAnnouncements(double seconds) {
-  auto marker = std::make_shared<std::promise<void>>();
-  std::future<void> reached = marker->get_future();
-  if (!announcements_.Post([marker] { marker->set_value(); })) return false;
-  return reached.wait_for(std::chrono::duration<double>(seconds)) == std::future_status::ready;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(seconds));
+  return announcements_.WaitForEarlier(deadline);
 }
 
 }  // namespace sdsl

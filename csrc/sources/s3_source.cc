@@ -4,7 +4,6 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
-#include <future>
 #include <random>
 #include <thread>
 #include <utility>
@@ -467,17 +466,11 @@ void S3Source::WillNeed(const RangeRequest* ranges, size_t count) {
 }
 
 bool S3Source::WaitForReadahead(double seconds) {
-  // Each thread runs its tasks in order: a marker posted to each now runs
-  // after every earlier hint.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  std::vector<std::future<void>> reached;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(seconds));
   for (const auto& thread : readahead_) {
-    auto marker = std::make_shared<std::promise<void>>();
-    reached.push_back(marker->get_future());
-    if (!thread->Post([marker] { marker->set_value(); })) return false;
-  }
-  for (std::future<void>& marker : reached) {
-    if (marker.wait_until(deadline) != std::future_status::ready) return false;
+    if (!thread->WaitForEarlier(deadline)) return false;
   }
   return true;
 }
