@@ -4,6 +4,11 @@
 // fork meanwhile must not find the lock held); when two threads make one at
 // once, the first kept wins. An evicted value lives on with whoever still
 // holds it.
+//
+// Every run a batch decodes looks its shard up here, from every decoding
+// thread at once, so the lock spins a moment before it sleeps
+// (SpinningMutex): with a plain mutex, two threads put each other to sleep
+// in the kernel a few times a batch.
 #ifndef SDS_LOADER_RECENT_MAP_H_
 #define SDS_LOADER_RECENT_MAP_H_
 
@@ -16,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/spinning_mutex.h"
+
 namespace sdsl {
 
 template <typename Value>
@@ -25,7 +32,7 @@ class RecentMap {
 
   // The value kept for `key`, or null; a hit becomes the most recent.
   std::shared_ptr<const Value> Find(size_t key) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinningMutex> lock(mutex_);
     return FindLocked(key);
   }
 
@@ -37,7 +44,7 @@ class RecentMap {
     // unmaps and closes it, system calls a fork handler waiting on this lock
     // (or a read of another shard) must not wait behind.
     std::vector<std::shared_ptr<const Value>> dropped;
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinningMutex> lock(mutex_);
     if (auto found = FindLocked(key)) {
       dropped.push_back(std::move(made));
       return found;
@@ -67,7 +74,7 @@ class RecentMap {
   }
 
   const size_t capacity_;
-  std::mutex mutex_;           // never held across a system call
+  SpinningMutex mutex_;        // never held across a system call
   std::list<size_t> recency_;  // most recent first
   std::unordered_map<size_t, std::pair<std::shared_ptr<const Value>, std::list<size_t>::iterator>>
       entries_;

@@ -1,6 +1,8 @@
 #include "read/batch_plan.h"
 
 #include <algorithm>
+#include <exception>
+#include <iterator>
 #include <numeric>
 #include <string>
 
@@ -8,19 +10,16 @@
 
 namespace sdsl {
 
-BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
-                    size_t count, const ShardOpener& open, const int64_t* starts) {
-  BatchPlan plan;
-  std::vector<size_t> order(count);
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (files[a] != files[b]) return files[a] < files[b];
-    if (shard_records[a] != shard_records[b]) return shard_records[a] < shard_records[b];
-    return starts != nullptr && starts[a] < starts[b];
-  });
+namespace {
+
+// Plans the rows order[first, last), sorted by shard and record, into `plan`.
+void PlanRows(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
+              const std::vector<size_t>& order, size_t first, size_t last, const ShardOpener& open,
+              const int64_t* starts, BatchPlan* out) {
+  BatchPlan& plan = *out;
   std::shared_ptr<const OpenShard> shard;
   int64_t shard_file = -1;
-  for (size_t k = 0; k < count; ++k) {
+  for (size_t k = first; k < last; ++k) {
     const size_t row = order[k];
     if (files[row] != shard_file) {
       shard_file = files[row];
@@ -72,6 +71,63 @@ BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const in
     record.shard_record = shard_record;
     record.rows.push_back(row);
     run->chunks.back().records.push_back(std::move(record));
+  }
+}
+
+// Where sorted rows are cut into `pieces` pieces, each beginning a shard:
+// no run, and no repeat of a record, spans two pieces, so the pieces' plans
+// laid end to end are the plan of the whole. Fewer cuts when the rows hold
+// fewer shards.
+std::vector<size_t> ShardCuts(const int64_t* files, const std::vector<size_t>& order,
+                              size_t pieces) {
+  std::vector<size_t> cuts{0};
+  for (size_t p = 1; p < pieces; ++p) {
+    size_t cut = std::max(cuts.back() + 1, p * order.size() / pieces);
+    while (cut < order.size() && files[order[cut]] == files[order[cut - 1]]) ++cut;
+    if (cut >= order.size()) break;
+    cuts.push_back(cut);
+  }
+  cuts.push_back(order.size());
+  return cuts;
+}
+
+}  // namespace
+
+BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
+                    size_t count, const ShardOpener& open, const int64_t* starts,
+                    const PieceRunner& run_pieces, size_t pieces) {
+  std::vector<size_t> order(count);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (files[a] != files[b]) return files[a] < files[b];
+    if (shard_records[a] != shard_records[b]) return shard_records[a] < shard_records[b];
+    return starts != nullptr && starts[a] < starts[b];
+  });
+  BatchPlan plan;
+  if (!run_pieces || pieces < 2 || count < 2) {
+    PlanRows(files, shard_records, ordinals, order, 0, count, open, starts, &plan);
+    return plan;
+  }
+  const std::vector<size_t> cuts = ShardCuts(files, order, pieces);
+  std::vector<BatchPlan> planned(cuts.size() - 1);
+  std::vector<std::exception_ptr> errors(planned.size());
+  run_pieces(planned.size(), [&](size_t piece) {
+    try {
+      PlanRows(files, shard_records, ordinals, order, cuts[piece], cuts[piece + 1], open, starts,
+               &planned[piece]);
+    } catch (...) {
+      errors[piece] = std::current_exception();
+    }
+  });
+  // The error the whole batch planned in one piece would have met first.
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+  plan = std::move(planned[0]);
+  for (size_t p = 1; p < planned.size(); ++p) {
+    std::move(planned[p].runs.begin(), planned[p].runs.end(), std::back_inserter(plan.runs));
+    plan.unsupported_rows.insert(plan.unsupported_rows.end(), planned[p].unsupported_rows.begin(),
+                                 planned[p].unsupported_rows.end());
   }
   return plan;
 }

@@ -7,7 +7,10 @@
 
 namespace sdsl {
 
-ShardCache::ShardCache(ShardSource& source) : source_(source), shards_(source.num_files()) {
+ShardCache::ShardCache(ShardSource& source)
+    : source_(source),
+      shards_(source.num_files()),
+      kept_(new std::atomic<bool>[source.num_files()]()) {
   StartGuarding();
 }
 
@@ -15,10 +18,7 @@ std::shared_ptr<const OpenShard> ShardCache::Open(size_t file) {
   if (file >= source_.num_files()) {
     Fail(ErrorKind::kArgument, "shard number " + std::to_string(file) + " is out of range");
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (shards_[file]) return shards_[file];
-  }
+  if (kept_[file].load(std::memory_order_acquire)) return shards_[file];
   // The footer is read without the lock: a slow disk or a remote source
   // delays only the reads that need this shard, and a fork meanwhile cannot
   // leave the lock held in the child. Two threads missing at once both read
@@ -29,7 +29,10 @@ std::shared_ptr<const OpenShard> ShardCache::Open(size_t file) {
   footer_reads_.fetch_add(1, std::memory_order_relaxed);
   shard->verified.Reset(shard->index.num_chunks());
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!shards_[file]) shards_[file] = std::move(shard);
+  if (!shards_[file]) {
+    shards_[file] = std::move(shard);
+    kept_[file].store(true, std::memory_order_release);
+  }
   return shards_[file];
 }
 

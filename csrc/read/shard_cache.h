@@ -44,6 +44,11 @@ class ShardCache : public ForkGuarded {
   ShardSource& source_;
   mutable std::mutex mutex_;                              // never held while a footer is read
   std::vector<std::shared_ptr<const OpenShard>> shards_;  // by file number
+  // Set, once, after shards_[file] is: from then on that entry never changes
+  // and is read without the lock. Every thread planning a piece of a batch
+  // looks up shard after shard; behind one mutex they queued on each other
+  // and slept in the kernel a few times a batch.
+  std::unique_ptr<std::atomic<bool>[]> kept_;
   std::atomic<size_t> footer_reads_{0};
 };
 

@@ -21,9 +21,19 @@ ShardSet::ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums)
 void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
                     size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback) {
   std::memset(needs_fallback, 0, count);
+  // Each thread plans a piece of a large batch; a small one is planned here.
+  const size_t pieces = std::min<size_t>(std::max(threads, 1), count / kRowsPerPlanPiece);
+  const PieceRunner run_pieces = [this, threads](size_t planned,
+                                                 const std::function<void(size_t)>& plan_piece) {
+    std::atomic<size_t> next{0};
+    const size_t helpers = std::min<size_t>(planned, static_cast<size_t>(threads)) - 1;
+    workers_.Run(helpers, [&]() {
+      for (size_t piece = next++; piece < planned; piece = next++) plan_piece(piece);
+    });
+  };
   const BatchPlan plan = PlanBatch(
       files, shard_records, ordinals, count, [this](size_t file) { return shards_.Open(file); },
-      layout.window.starts);
+      layout.window.starts, run_pieces, pieces);
   for (size_t row : plan.unsupported_rows) needs_fallback[row] = 1;
   RunWork work;
   work.decode = [&](const Run& run, const FileRange* fetched, WorkerScratch* scratch) {
