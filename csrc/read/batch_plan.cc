@@ -17,7 +17,7 @@ void PlanRows(const int64_t* files, const int64_t* shard_records, const int64_t*
               const std::vector<size_t>& order, size_t first, size_t last, const ShardOpener& open,
               const int64_t* starts, BatchPlan* out) {
   BatchPlan& plan = *out;
-  std::shared_ptr<const OpenShard> shard;
+  const OpenShard* shard = nullptr;
   int64_t shard_file = -1;
   for (size_t k = first; k < last; ++k) {
     const size_t row = order[k];

@@ -36,6 +36,13 @@ std::shared_ptr<const OpenShard> ShardCache::Open(size_t file) {
   return shards_[file];
 }
 
+const OpenShard& ShardCache::Kept(size_t file) {
+  if (file < source_.num_files() && kept_[file].load(std::memory_order_acquire)) {
+    return *shards_[file];
+  }
+  return *Open(file);  // still kept by shards_ once this copy is gone
+}
+
 size_t ShardCache::Touched() const {
   std::lock_guard<std::mutex> lock(mutex_);
   size_t touched = 0;

@@ -26,6 +26,9 @@ class ShardCache : public ForkGuarded {
   size_t num_files() const { return source_.num_files(); }
   // Shard `file`, reading its footer the first time.
   std::shared_ptr<const OpenShard> Open(size_t file);
+  // The same shard, which the cache keeps as long as it lives; no count of
+  // owners changes (a batch looks up shard after shard, from every thread).
+  const OpenShard& Kept(size_t file);
   // Shards touched, and the bytes their indexes and marks hold.
   size_t Touched() const;
   // Footers read: once per shard touched, unless two threads missed at once.

@@ -32,7 +32,7 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
     });
   };
   const BatchPlan plan = PlanBatch(
-      files, shard_records, ordinals, count, [this](size_t file) { return shards_.Open(file); },
+      files, shard_records, ordinals, count, [this](size_t file) { return &shards_.Kept(file); },
       layout.window.starts, run_pieces, pieces);
   for (size_t row : plan.unsupported_rows) needs_fallback[row] = 1;
   RunWork work;
