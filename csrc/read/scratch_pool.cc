@@ -1,5 +1,6 @@
 #include "read/scratch_pool.h"
 
+#include <algorithm>
 #include <new>
 
 namespace sdsl {
@@ -51,18 +52,22 @@ void WorkerScratch::FreeBuffersOver(size_t limit) {
 }
 
 std::unique_ptr<WorkerScratch> ScratchPool::Acquire() {
+  const std::thread::id self = std::this_thread::get_id();
+  std::unique_ptr<WorkerScratch> scratch;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!idle_.empty()) {
-      auto scratch = std::move(idle_.back());
+      auto own = std::find_if(idle_.rbegin(), idle_.rend(),
+                              [&](const auto& idle) { return idle->last_user == self; });
+      if (own != idle_.rend()) std::swap(*own, idle_.back());
+      scratch = std::move(idle_.back());
       idle_.pop_back();
       kept_bytes_ -= scratch->HeldBytes();
-      scratch->max_materialized = max_materialized();
-      return scratch;
     }
   }
-  auto scratch = std::make_unique<WorkerScratch>();
+  if (!scratch) scratch = std::make_unique<WorkerScratch>();
   scratch->max_materialized = max_materialized();
+  scratch->last_user = self;
   return scratch;
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -80,6 +81,8 @@ struct WorkerScratch {
   Pieces decoded;
   // The cap of the reader this scratch serves (ScratchPool sets it).
   uint64_t max_materialized = kMaxMaterializedBytes;
+  // The thread that used it last, which gets it back first (ScratchPool).
+  std::thread::id last_user;
 
   // Bytes its buffers hold (capacity, not size).
   size_t HeldBytes() const;
@@ -97,6 +100,11 @@ class ScratchPool : public ForkGuarded {
  public:
   ScratchPool() { StartGuarding(); }
   ~ScratchPool() override { StopGuarding(); }
+  // Idle scratch, the calling thread's own from its last read if it is
+  // idle: a zstd context and buffers still in that core's cache. Handed to
+  // whichever thread asked first, the two threads of a batch swapped their
+  // scratch every other batch, and each decoded its first records from
+  // another core's cache.
   std::unique_ptr<WorkerScratch> Acquire();
   void Release(std::unique_ptr<WorkerScratch> scratch);
   // Bytes held by idle scratch now.
