@@ -13,8 +13,9 @@ faulthandler enabled again between batches.
 Each program runs in a child interpreter. Its steps: `read` reads a batch
 (checked against signal_dataset), `fh` enables faulthandler, `fhoff`
 disables it, `c` installs a C handler that announces itself and chains to
-the handler it replaced, and `bus` touches a page of a file the program
-mapped and truncated.
+the handler it replaced, `fork` goes on in a forked child, `mapped` checks
+that the reader's next reads may copy out of its mappings, and `bus`
+touches a page of a file the program mapped and truncated.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ C_HANDLER = textwrap.dedent(
 
 CHILD = textwrap.dedent(
     """
-    import ctypes, faulthandler, mmap, os, sys
+    import ctypes, faulthandler, mmap, os, signal, sys
 
     root, library, scratch, steps, use_reader = sys.argv[1:6]
     use_reader = use_reader == "1"
@@ -94,6 +95,20 @@ CHILD = textwrap.dedent(
             faulthandler.disable()
         elif step == "c":
             assert handlers.install() == 0
+        elif step == "fork":
+            # The rest runs in a forked child, as in a DataLoader worker; the
+            # parent ends as the child ended.
+            pid = os.fork()
+            if pid:
+                code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+                if code < 0:
+                    signal.signal(-code, signal.SIG_DFL)
+                    os.kill(os.getpid(), -code)
+                sys.exit(code)
+        elif step == "mapped":
+            if use_reader:
+                from sds_loader import _native
+                assert _native.mapped_reads_guarded(), "reads would not copy out of mappings"
         elif step == "bus":
             with open(scratch, "wb") as file:
                 file.write(b"x" * 8192)
@@ -123,6 +138,12 @@ PROGRAMS = [
     "read,c,read,bus",
     "read,c,fh,read,bus",
     "fh,c,read,fh,read,bus",
+    # A forked child (a DataLoader worker) that installs a handler of its own
+    # before it reads: the reader's goes over it there and copies out of its
+    # mappings, as in a child of a process that never read.
+    "read,fork,c,mapped,read,bus",
+    "read,fork,fh,mapped,read,bus",
+    "read,fork,read,c,read,bus",
 ]
 
 

@@ -386,6 +386,37 @@ def test_workers_use_one_thread_and_shared_memory(root: str, context: str) -> No
         assert_same_batch(strip_report(ours), theirs)
 
 
+def report_mappings(batch: object) -> dict[str, object]:
+    """collate_fn that also reports whether the worker's reads copy out of shard mappings."""
+    from sds_loader import _native
+
+    out = collate(batch)
+    out["worker_mapped"] = torch.tensor(_native.mapped_reads_guarded())
+    return out
+
+
+def test_forked_workers_copy_out_of_mappings_after_the_main_process_read(root: str) -> None:
+    # The main process reads first (a validation pass, a peek at a batch):
+    # its SIGBUS guard is installed when the workers are forked, and each
+    # worker installs torch's own handler before its first batch. The
+    # worker's reads must still copy out of its mappings, not fall back to
+    # pread (a quarter more CPU a batch of short records).
+    dataset = SDSTorchDataset(root)
+    dataset.reader.read([0, 1, 2])
+    loader = DataLoader(
+        dataset,
+        batch_size=10,
+        num_workers=2,
+        collate_fn=report_mappings,
+        multiprocessing_context="fork",
+    )
+    batches = list(loader)
+    assert [bool(b["worker_mapped"].item()) for b in batches] == [True] * 4
+    expected = list(DataLoader(ReferenceDataset(root), batch_size=10))
+    for ours, theirs in zip(batches, expected, strict=True):
+        assert_same_batch(strip_report(ours), theirs)
+
+
 def test_explicit_threads_are_kept_in_workers(root: str) -> None:
     loader = DataLoader(
         SDSTorchDataset(root, threads=2),

@@ -13,6 +13,7 @@
 #include "python/python_source.h"
 #include "read/record_bytes.h"
 #include "read/shard_set.h"
+#include "sources/mapped_copy.h"
 #include "sources/readahead.h"
 
 namespace py = pybind11;
@@ -263,6 +264,9 @@ void BindShardSet(py::module_& m) {
       },
       py::arg("shard_set"), py::arg("files"), py::arg("records"),
       "(file, offset, size) of the chunks that hold these records, merged where they touch.");
+  m.def("mapped_reads_guarded", &sdsl::GuardMappedCopies,
+        "Whether this process's warm reads may copy out of shard mappings now (the reader's "
+        "SIGBUS handler is first in line, installed here if it can be); False: they use pread.");
   m.def(
       "announce_records",
       [](sdsl::ShardSet& set, const Int64Array& files, const Int64Array& records) {

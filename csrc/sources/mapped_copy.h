@@ -28,7 +28,9 @@ bool CopyFromMapping(const uint8_t* source, uint64_t size, const RangeRequest* r
 // batch, say), this is false and the batch reads with pread instead; ours is
 // installed again only over the default action or SIG_IGN, which call no
 // one. A fault that is not a guarded copy's is passed on, exactly once, to
-// the handler that was there before ours. A syscall, so a reader asks once
+// the handler that was there before ours. A forked child starts afresh: the
+// first call there installs ours over whatever the child has installed (a
+// DataLoader worker's own handler, say). A syscall, so a reader asks once
 // per batch, not per copy.
 bool GuardMappedCopies();
 
