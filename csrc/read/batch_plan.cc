@@ -17,6 +17,8 @@ void PlanRows(const int64_t* files, const int64_t* shard_records, const int64_t*
               const std::vector<size_t>& order, size_t first, size_t last, const ShardOpener& open,
               const int64_t* starts, BatchPlan* out) {
   BatchPlan& plan = *out;
+  // At most a run a row; a huge batch of few runs grows as it needs.
+  plan.runs.reserve(std::min<size_t>(last - first, 4096));
   const OpenShard* shard = nullptr;
   int64_t shard_file = -1;
   for (size_t k = first; k < last; ++k) {

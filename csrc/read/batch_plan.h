@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/inline_vector.h"
 #include "container/array_record_index.h"
 #include "read/verified_chunks.h"
 #include "sources/shard_file.h"
@@ -55,7 +56,7 @@ struct WantedRecord {
 
 struct WantedChunk {
   uint64_t chunk = 0;
-  std::vector<WantedRecord> records;  // ascending chunk_record
+  InlineVector<WantedRecord> records;  // ascending chunk_record
 };
 
 struct Run {
@@ -63,7 +64,7 @@ struct Run {
   // pointer, since a shared one cost two atomic operations per run on a
   // count every decoding thread touches.
   const OpenShard* shard = nullptr;
-  std::vector<WantedChunk> chunks;  // consecutive chunk numbers
+  InlineVector<WantedChunk> chunks;  // consecutive chunk numbers
   uint64_t begin = 0;
   uint64_t end = 0;
   // The shard's chunks are uncompressed and each decodes to kIntoRowsMinBytes
