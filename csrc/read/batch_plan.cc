@@ -61,9 +61,11 @@ void PlanRows(const int64_t* files, const int64_t* shard_records, const int64_t*
         plan.runs.emplace_back();
         run = &plan.runs.back();
         run->shard = shard;
+        run->file = static_cast<size_t>(shard_file);
         run->begin = index.chunk_offsets[chunk];
+        run->written_uncompressed = index.WrittenUncompressed();
         run->into_rows =
-            index.WrittenUncompressed() && index.min_chunk_decoded_size >= kIntoRowsMinBytes;
+            run->written_uncompressed && index.min_chunk_decoded_size >= kIntoRowsMinBytes;
       }
       run->chunks.push_back(WantedChunk{chunk, {}});
       run->end = index.ChunkLimit(chunk);

@@ -67,6 +67,12 @@ struct Run {
   InlineVector<WantedChunk> chunks;  // consecutive chunk numbers
   uint64_t begin = 0;
   uint64_t end = 0;
+  // The shard's number, and whether its writer asked for no compression
+  // (ShardIndex::WrittenUncompressed): what dividing a batch among threads
+  // reads of every run, held here so that it reads the runs alone, not 256
+  // shards' structures scattered through memory.
+  size_t file = 0;
+  bool written_uncompressed = false;
   // The shard's chunks are uncompressed and each decodes to kIntoRowsMinBytes
   // or more, as its footer says: warm, each chunk's tensors are best read
   // straight into their rows, which saves copying them out of a fetched run.

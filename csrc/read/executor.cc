@@ -21,7 +21,7 @@ size_t HelpersWorthWaking(const std::vector<Run>& runs, size_t wanted, uint64_t 
   if (per_helper == 0) return wanted;
   uint64_t work = 0;
   for (const Run& run : runs) {
-    work += RunBytes(run) * (run.shard->index.WrittenUncompressed() ? 1 : kCompressedWeight);
+    work += RunBytes(run) * (run.written_uncompressed ? 1 : kCompressedWeight);
   }
   return static_cast<size_t>(std::min<uint64_t>(wanted, work / per_helper));
 }
@@ -113,7 +113,7 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
     } catch (const ReaderError& error) {
       work.fetch_failed(run, error);
     }
-    const size_t file = run.shard->file->number();
+    const size_t file = run.file;
     requested.emplace_back(r, requests.size());
     fetch.bytes = FileRange{data, run.begin, RunBytes(run)};
     if (fetch.split) {
@@ -155,7 +155,7 @@ size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& sourc
   std::vector<RangeRequest> ranges;
   ranges.reserve(runs.size());
   for (const Run& run : runs) {
-    ranges.push_back(RangeRequest{run.shard->file->number(), run.begin, RunBytes(run), nullptr});
+    ranges.push_back(RangeRequest{run.file, run.begin, RunBytes(run), nullptr});
   }
   const FetchPlan plan = source.PlanBatch(ranges.data(), ranges.size());
   // A cold or remote batch waits on its reads, not the CPU: every helper
