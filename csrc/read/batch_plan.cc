@@ -127,7 +127,10 @@ BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const in
   for (const std::exception_ptr& error : errors) {
     if (error) std::rethrow_exception(error);
   }
+  size_t runs = 0;
+  for (const BatchPlan& piece : planned) runs += piece.runs.size();
   plan = std::move(planned[0]);
+  plan.runs.reserve(runs);
   for (size_t p = 1; p < planned.size(); ++p) {
     std::move(planned[p].runs.begin(), planned[p].runs.end(), std::back_inserter(plan.runs));
     plan.unsupported_rows.insert(plan.unsupported_rows.end(), planned[p].unsupported_rows.begin(),

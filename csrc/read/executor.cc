@@ -31,30 +31,35 @@ struct Slice {
   size_t first = 0, last = 0;
 };
 
-// Slices a worker takes at a time, per worker, when the source does not
-// gather: enough that a slow run does not leave the others idle, few enough
-// that the workers do not contend for the next slice record after record.
-constexpr size_t kSlicesPerWorker = 8;
+// Without gathering, each slice holds 1/(kGuidedShare * workers) of the runs
+// not yet sliced: large slices first, then smaller and smaller, down to one
+// run, so that the workers finish within about a run of each other (with
+// equal slices, one that started a last large slice kept the others waiting
+// for it), and few enough slices that the workers do not contend for the
+// next slice record after record.
+constexpr size_t kGuidedShare = 2;
 // A slice's runs are fetched before any is decoded: at most this many bytes,
 // so that they are still in the core's cache when decoded.
 constexpr uint64_t kMaxSliceBytes = 256 << 10;
 
 // Consecutive runs cut into slices of at most `per_slice` runs and
-// `max_bytes` bytes (a run alone may be larger). Without gathering:
-// kSlicesPerWorker slices per worker (one run each when there are fewer; all
-// in one for a lone worker) of at most kMaxSliceBytes. When the source
-// gathers: as many runs as fit in its byte cap, and no more than an even
-// share per worker, so that every worker gets a slice.
+// `max_bytes` bytes (a run alone may be larger). Without gathering: slices
+// of at most kMaxSliceBytes, shrinking as kGuidedShare says (all in one for
+// a lone worker). When the source gathers: as many runs as fit in its byte
+// cap, and no more than an even share per worker, so that every worker gets
+// a slice.
 std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint64_t gather_bytes) {
   size_t per_slice = (runs.size() + workers - 1) / workers;
   uint64_t max_bytes = gather_bytes;
   if (gather_bytes == 0) {
-    per_slice = workers == 1 ? runs.size()
-                             : std::max<size_t>(1, runs.size() / (workers * kSlicesPerWorker));
+    per_slice = runs.size();
     max_bytes = kMaxSliceBytes;
   }
   std::vector<Slice> slices;
   for (size_t r = 0; r < runs.size();) {
+    if (gather_bytes == 0 && workers > 1) {
+      per_slice = std::max<size_t>(1, (runs.size() - r) / (kGuidedShare * workers));
+    }
     Slice slice{r, r + 1};
     uint64_t bytes = RunBytes(runs[r]);
     while (slice.last < runs.size() && slice.last - slice.first < per_slice &&

@@ -21,8 +21,13 @@ ShardSet::ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums)
 void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
                     size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback) {
   std::memset(needs_fallback, 0, count);
-  // Each thread plans a piece of a large batch; a small one is planned here.
-  const size_t pieces = std::min<size_t>(std::max(threads, 1), count / kRowsPerPlanPiece);
+  // The threads plan a large batch piece by piece, several pieces each, so
+  // that one slower to start or to reach memory (its cache holds none of the
+  // rows the caller has just sorted) takes fewer; a small one is planned here.
+  const size_t pieces = threads < 2
+                            ? 1
+                            : std::min<size_t>(kPlanPiecesPerThread * static_cast<size_t>(threads),
+                                               count / kRowsPerPlanPiece);
   const PieceRunner run_pieces = [this, threads](size_t planned,
                                                  const std::function<void(size_t)>& plan_piece) {
     std::atomic<size_t> next{0};
