@@ -12,19 +12,43 @@ namespace sdsl {
 
 namespace {
 
-// Plans the rows order[first, last), sorted by shard and record, into `plan`.
-void PlanRows(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
-              const std::vector<size_t>& order, size_t first, size_t last, const ShardOpener& open,
-              const int64_t* starts, BatchPlan* out) {
+// A row with what planning reads of it, so that a thread planning a piece
+// of the sorted rows reads them in order: reading each row's shard and
+// record out of the caller's arrays, a row here and a row there, a helper
+// fetched line after line from the cache of the core that had just sorted
+// them, and planned its pieces at two thirds of the caller's pace.
+struct SortedRow {
+  int64_t file = 0;
+  int64_t shard_record = 0;
+  size_t row = 0;
+};
+
+// Rows in the order they are planned: by shard, then record, then window start.
+std::vector<SortedRow> SortedRows(const int64_t* files, const int64_t* shard_records,
+                                  const int64_t* starts, size_t count) {
+  std::vector<SortedRow> sorted(count);
+  for (size_t row = 0; row < count; ++row) sorted[row] = {files[row], shard_records[row], row};
+  std::sort(sorted.begin(), sorted.end(), [&](const SortedRow& a, const SortedRow& b) {
+    if (a.file != b.file) return a.file < b.file;
+    if (a.shard_record != b.shard_record) return a.shard_record < b.shard_record;
+    return starts != nullptr && starts[a.row] < starts[b.row];
+  });
+  return sorted;
+}
+
+// Plans the rows sorted[first, last) into `plan`.
+void PlanRows(const std::vector<SortedRow>& sorted, size_t first, size_t last,
+              const int64_t* ordinals, const ShardOpener& open, const int64_t* starts,
+              BatchPlan* out) {
   BatchPlan& plan = *out;
   // At most a run a row; a huge batch of few runs grows as it needs.
   plan.runs.reserve(std::min<size_t>(last - first, 4096));
   const OpenShard* shard = nullptr;
   int64_t shard_file = -1;
   for (size_t k = first; k < last; ++k) {
-    const size_t row = order[k];
-    if (files[row] != shard_file) {
-      shard_file = files[row];
+    const size_t row = sorted[k].row;
+    if (sorted[k].file != shard_file) {
+      shard_file = sorted[k].file;
       shard = open(static_cast<size_t>(shard_file));
     }
     if (shard->index.transposed_footer) {
@@ -32,10 +56,10 @@ void PlanRows(const int64_t* files, const int64_t* shard_records, const int64_t*
       continue;
     }
     const ShardIndex& index = shard->index;
-    const uint64_t shard_record = static_cast<uint64_t>(shard_records[row]);
-    if (shard_records[row] < 0 || shard_record >= index.num_records) {
+    const uint64_t shard_record = static_cast<uint64_t>(sorted[k].shard_record);
+    if (sorted[k].shard_record < 0 || shard_record >= index.num_records) {
       Corrupt("shard " + shard->file->path() + ": record " + std::to_string(ordinals[row]) +
-              " is record " + std::to_string(shard_records[row]) + " of a shard that holds " +
+              " is record " + std::to_string(sorted[k].shard_record) + " of a shard that holds " +
               std::to_string(index.num_records) +
               "; the shard is truncated or does not match the manifest that names it");
     }
@@ -82,16 +106,15 @@ void PlanRows(const int64_t* files, const int64_t* shard_records, const int64_t*
 // no run, and no repeat of a record, spans two pieces, so the pieces' plans
 // laid end to end are the plan of the whole. Fewer cuts when the rows hold
 // fewer shards.
-std::vector<size_t> ShardCuts(const int64_t* files, const std::vector<size_t>& order,
-                              size_t pieces) {
+std::vector<size_t> ShardCuts(const std::vector<SortedRow>& sorted, size_t pieces) {
   std::vector<size_t> cuts{0};
   for (size_t p = 1; p < pieces; ++p) {
-    size_t cut = std::max(cuts.back() + 1, p * order.size() / pieces);
-    while (cut < order.size() && files[order[cut]] == files[order[cut - 1]]) ++cut;
-    if (cut >= order.size()) break;
+    size_t cut = std::max(cuts.back() + 1, p * sorted.size() / pieces);
+    while (cut < sorted.size() && sorted[cut].file == sorted[cut - 1].file) ++cut;
+    if (cut >= sorted.size()) break;
     cuts.push_back(cut);
   }
-  cuts.push_back(order.size());
+  cuts.push_back(sorted.size());
   return cuts;
 }
 
@@ -100,25 +123,18 @@ std::vector<size_t> ShardCuts(const int64_t* files, const std::vector<size_t>& o
 BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
                     size_t count, const ShardOpener& open, const int64_t* starts,
                     const PieceRunner& run_pieces, size_t pieces) {
-  std::vector<size_t> order(count);
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (files[a] != files[b]) return files[a] < files[b];
-    if (shard_records[a] != shard_records[b]) return shard_records[a] < shard_records[b];
-    return starts != nullptr && starts[a] < starts[b];
-  });
+  const std::vector<SortedRow> sorted = SortedRows(files, shard_records, starts, count);
   BatchPlan plan;
   if (!run_pieces || pieces < 2 || count < 2) {
-    PlanRows(files, shard_records, ordinals, order, 0, count, open, starts, &plan);
+    PlanRows(sorted, 0, count, ordinals, open, starts, &plan);
     return plan;
   }
-  const std::vector<size_t> cuts = ShardCuts(files, order, pieces);
+  const std::vector<size_t> cuts = ShardCuts(sorted, pieces);
   std::vector<BatchPlan> planned(cuts.size() - 1);
   std::vector<std::exception_ptr> errors(planned.size());
   run_pieces(planned.size(), [&](size_t piece) {
     try {
-      PlanRows(files, shard_records, ordinals, order, cuts[piece], cuts[piece + 1], open, starts,
-               &planned[piece]);
+      PlanRows(sorted, cuts[piece], cuts[piece + 1], ordinals, open, starts, &planned[piece]);
     } catch (...) {
       errors[piece] = std::current_exception();
     }
