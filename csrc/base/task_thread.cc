@@ -63,6 +63,12 @@ bool TaskThread::WaitForEarlier(std::chrono::steady_clock::time_point deadline) 
   return reached.wait_until(deadline) == std::future_status::ready;
 }
 
+std::chrono::steady_clock::time_point TaskThread::DeadlineAfter(double seconds) {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(seconds));
+}
+
 void TaskThread::LockForFork() { state_->mutex.lock(); }
 
 void TaskThread::UnlockInParent() { state_->mutex.unlock(); }

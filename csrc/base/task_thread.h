@@ -32,6 +32,8 @@ class TaskThread : public ForkGuarded {
   // marker is posted after them and waited for (false also when the queue
   // has no room for it).
   bool WaitForEarlier(std::chrono::steady_clock::time_point deadline);
+  // The deadline `seconds` from now, for WaitForEarlier.
+  static std::chrono::steady_clock::time_point DeadlineAfter(double seconds);
 
   void LockForFork() override;
   void UnlockInParent() override;

@@ -52,6 +52,13 @@ uint8_t* WritableBase(const py::object& object, uint64_t bytes, const std::strin
   return static_cast<uint8_t*>(info.ptr);
 }
 
+// The (shard, record-in-shard) arrays every per-record function takes.
+void CheckRecordArrays(const Int64Array& files, const Int64Array& records) {
+  if (files.ndim() != 1 || records.ndim() != 1 || files.size() != records.size()) {
+    throw py::value_error("files and records must be 1-D arrays of one length");
+  }
+}
+
 std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths, bool verify_checksums,
                                              size_t max_open_files, const py::object& source) {
   if (source.is_none()) {
@@ -209,9 +216,7 @@ void BindShardSet(py::module_& m) {
   m.def(
       "record_bytes",
       [](sdsl::ShardSet& set, bool verify, const Int64Array& files, const Int64Array& records) {
-        if (files.ndim() != 1 || records.ndim() != 1 || files.size() != records.size()) {
-          throw py::value_error("files and records must be 1-D arrays of one length");
-        }
+        CheckRecordArrays(files, records);
         for (py::ssize_t k = 0; k < files.size(); ++k) {
           if (files.data()[k] < 0 || static_cast<size_t>(files.data()[k]) >= set.num_files()) {
             throw py::index_error("shard number " + std::to_string(files.data()[k]) +
@@ -236,9 +241,7 @@ void BindShardSet(py::module_& m) {
   m.def(
       "hint_records",
       [](sdsl::ShardSet& set, const Int64Array& files, const Int64Array& records) {
-        if (files.ndim() != 1 || records.ndim() != 1 || files.size() != records.size()) {
-          throw py::value_error("files and records must be 1-D arrays of one length");
-        }
+        CheckRecordArrays(files, records);
         py::gil_scoped_release release;
         return sdsl::HintRecords(set, files.data(), records.data(),
                                  static_cast<size_t>(files.size()));
@@ -248,9 +251,7 @@ void BindShardSet(py::module_& m) {
   m.def(
       "chunk_ranges",
       [](sdsl::ShardSet& set, const Int64Array& files, const Int64Array& records) {
-        if (files.ndim() != 1 || records.ndim() != 1 || files.size() != records.size()) {
-          throw py::value_error("files and records must be 1-D arrays of one length");
-        }
+        CheckRecordArrays(files, records);
         std::vector<sdsl::RangeRequest> ranges;
         {
           py::gil_scoped_release release;
@@ -270,9 +271,7 @@ void BindShardSet(py::module_& m) {
   m.def(
       "announce_records",
       [](sdsl::ShardSet& set, const Int64Array& files, const Int64Array& records) {
-        if (files.ndim() != 1 || records.ndim() != 1 || files.size() != records.size()) {
-          throw py::value_error("files and records must be 1-D arrays of one length");
-        }
+        CheckRecordArrays(files, records);
         std::vector<int64_t> wanted_files(files.data(), files.data() + files.size());
         std::vector<int64_t> wanted_records(records.data(), records.data() + records.size());
         py::gil_scoped_release release;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <exception>
 #include <iterator>
-#include <numeric>
 #include <string>
 
 #include "base/reader_error.h"

@@ -15,10 +15,15 @@ ShardCache::ShardCache(ShardSource& source)
 }
 
 std::shared_ptr<const OpenShard> ShardCache::Open(size_t file) {
+  Kept(file);
+  return shards_[file];  // set once, never changed after: read without the lock
+}
+
+const OpenShard& ShardCache::Kept(size_t file) {
   if (file >= source_.num_files()) {
     Fail(ErrorKind::kArgument, "shard number " + std::to_string(file) + " is out of range");
   }
-  if (kept_[file].load(std::memory_order_acquire)) return shards_[file];
+  if (kept_[file].load(std::memory_order_acquire)) return *shards_[file];
   // The footer is read without the lock: a slow disk or a remote source
   // delays only the reads that need this shard, and a fork meanwhile cannot
   // leave the lock held in the child. Two threads missing at once both read
@@ -33,14 +38,7 @@ std::shared_ptr<const OpenShard> ShardCache::Open(size_t file) {
     shards_[file] = std::move(shard);
     kept_[file].store(true, std::memory_order_release);
   }
-  return shards_[file];
-}
-
-const OpenShard& ShardCache::Kept(size_t file) {
-  if (file < source_.num_files() && kept_[file].load(std::memory_order_acquire)) {
-    return *shards_[file];
-  }
-  return *Open(file);  // still kept by shards_ once this copy is gone
+  return *shards_[file];
 }
 
 size_t ShardCache::Touched() const {

@@ -1,7 +1,6 @@
 #include "read/shard_set.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "read/executor.h"
@@ -99,10 +98,7 @@ bool ShardSet::Announce(std::vector<int64_t> files, std::vector<int64_t> shard_r
 }
 
 bool ShardSet::WaitForAnnouncements(double seconds) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(seconds));
-  return announcements_.WaitForEarlier(deadline);
+  return announcements_.WaitForEarlier(TaskThread::DeadlineAfter(seconds));
 }
 
 }  // namespace sdsl

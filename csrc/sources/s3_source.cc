@@ -466,9 +466,7 @@ void S3Source::WillNeed(const RangeRequest* ranges, size_t count) {
 }
 
 bool S3Source::WaitForReadahead(double seconds) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(seconds));
+  const auto deadline = TaskThread::DeadlineAfter(seconds);
   for (const auto& thread : readahead_) {
     if (!thread->WaitForEarlier(deadline)) return false;
   }
