@@ -38,7 +38,7 @@ The two knobs trade locality for mixing:
 A third knob keeps the disk busy while the cores decode:
 
 - `readahead` (default: two stretches, ``2 * run_length * runs_mixed``, or
-  eight for a dataset in object storage): at
+  four for a dataset in object storage): at
   the start of each stretch of ``run_length * runs_mixed`` records the
   sampler announces the records up to `readahead` past that stretch to the
   dataset (`SDSTorchDataset.will_need`: for local shards
@@ -91,7 +91,7 @@ from sds_loader.storage.sources import is_remote
 LOCAL_STRETCHES_AHEAD = 2
 #: ...and for shards in object storage, where each request waits a round
 #: trip of tens of milliseconds before its bytes come: the stretches ahead
-#: are requests in flight. Eight stretches of 64 KiB records at the
+#: are requests in flight. Four stretches of 64 KiB records at the
 #: defaults are 64 MiB, what the reader's remote readahead cache holds.
 REMOTE_STRETCHES_AHEAD = 4
 
