@@ -17,6 +17,7 @@ enum class ErrorKind {
   kArgument,        // the caller passed something unusable
   kIndex,           // a window start outside the record it is asked of
   kStorage,         // an object store refused, failed, or holds other bytes than read before
+  kUnsafePath,      // a local path a dataset may not use: a link below its root, not a regular file
 };
 
 class ReaderError : public std::runtime_error {

@@ -54,6 +54,9 @@ void TranslateReaderError(std::exception_ptr pointer) {
       case ErrorKind::kStorage:
         RaiseAs("StorageError", error.what());
         return;
+      case ErrorKind::kUnsafePath:
+        RaiseAs("UnsafePathError", error.what());
+        return;
       case ErrorKind::kIo: {
         py::object exception = py::reinterpret_steal<py::object>(
             PyObject_CallFunction(PyExc_OSError, "iO", error.os_error(), Text(error.what()).ptr()));

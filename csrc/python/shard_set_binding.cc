@@ -60,23 +60,29 @@ void CheckRecordArrays(const Int64Array& files, const Int64Array& records) {
 }
 
 std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths, bool verify_checksums,
-                                             size_t max_open_files, const py::object& source) {
+                                             size_t max_open_files, const py::object& source,
+                                             std::vector<int64_t> sizes, std::string root) {
+  if (!sizes.empty() && sizes.size() != paths.size()) {
+    throw py::value_error("sizes has " + std::to_string(sizes.size()) + " entries for " +
+                          std::to_string(paths.size()) + " shards; pass one per shard, or none");
+  }
   if (source.is_none()) {
-    return std::make_unique<sdsl::ShardSet>(std::move(paths), verify_checksums, max_open_files);
+    sdsl::LocalObjectRules rules{std::move(root), std::move(sizes)};
+    return std::make_unique<sdsl::ShardSet>(std::move(paths), verify_checksums, max_open_files,
+                                            std::move(rules));
   }
   // A source with a native side reads with no Python in the loop.
   py::object native = source;
-  if (!py::isinstance<py::none>(source) && py::hasattr(source, "native_source")) {
-    native = source.attr("native_source");
-  }
+  if (py::hasattr(source, "native_source")) native = source.attr("native_source");
   if (std::unique_ptr<sdsl::ShardSource> direct = NativeSourceOf(native)) {
     if (direct->num_files() != paths.size()) {
       throw py::value_error("the source has " + std::to_string(direct->num_files()) +
                             " shards, the dataset " + std::to_string(paths.size()));
     }
-    return std::make_unique<sdsl::ShardSet>(std::move(direct), verify_checksums);
+    return std::make_unique<sdsl::ShardSet>(std::move(direct), verify_checksums, std::move(sizes));
   }
-  return std::make_unique<sdsl::ShardSet>(MakePythonSource(source, paths.size()), verify_checksums);
+  return std::make_unique<sdsl::ShardSet>(MakePythonSource(source, paths.size()), verify_checksums,
+                                          std::move(sizes));
 }
 
 py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
@@ -176,8 +182,12 @@ void BindShardSet(py::module_& m) {
   py::class_<sdsl::ShardSet>(m, "ShardSet")
       .def(py::init(&MakeShardSet), py::arg("paths"), py::arg("verify_checksums"),
            py::arg("max_open_files"), py::arg("source") = py::none(),
-           "One entry of `paths` per shard. Without `source` they are local files; with "
-           "it, `source` (size(file), name(file), fetch(requests)) supplies every byte.")
+           py::arg("sizes") = std::vector<int64_t>{}, py::arg("root") = std::string(),
+           "One entry of `paths` per shard. Without `source` they are local files, opened "
+           "below `root` without following links (regular files only); with it, `source` "
+           "(size(file), name(file), fetch(requests)) supplies every byte. `sizes`: the bytes "
+           "each shard's manifest declares (-1: not checked); a shard of another size is "
+           "refused before its footer is read.")
       .def("read", &Read, py::arg("files"), py::arg("shard_records"), py::arg("ordinals"),
            py::arg("fields"), py::arg("targets"), py::arg("threads"),
            py::arg("starts") = py::none(), py::arg("pad") = false)

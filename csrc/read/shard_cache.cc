@@ -4,11 +4,13 @@
 #include <utility>
 
 #include "base/reader_error.h"
+#include "sources/local_object.h"
 
 namespace sdsl {
 
-ShardCache::ShardCache(ShardSource& source)
+ShardCache::ShardCache(ShardSource& source, std::vector<int64_t> declared_sizes)
     : source_(source),
+      declared_sizes_(std::move(declared_sizes)),
       shards_(source.num_files()),
       kept_(new std::atomic<bool>[source.num_files()]()) {
   StartGuarding();
@@ -30,6 +32,9 @@ const OpenShard& ShardCache::Kept(size_t file) {
   // the footer; the first to finish is kept.
   auto shard = std::make_shared<OpenShard>();
   shard->file = std::make_unique<ShardFile>(source_, file);
+  if (file < declared_sizes_.size()) {
+    CheckDeclaredSize(shard->file->path(), shard->file->size(), declared_sizes_[file]);
+  }
   shard->index = ReadShardIndex(*shard->file);
   footer_reads_.fetch_add(1, std::memory_order_relaxed);
   shard->verified.Reset(shard->index.num_chunks());

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -20,8 +21,10 @@ namespace sdsl {
 
 class ShardCache : public ForkGuarded {
  public:
-  // `source` must outlive the cache.
-  explicit ShardCache(ShardSource& source);
+  // `source` must outlive the cache. `declared_sizes` (per shard, or
+  // kSizeNotDeclared; empty: none) are what the manifests say each shard
+  // holds: a shard of another size is refused before its footer is read.
+  explicit ShardCache(ShardSource& source, std::vector<int64_t> declared_sizes = {});
 
   size_t num_files() const { return source_.num_files(); }
   // Shard `file`, reading its footer the first time.
@@ -45,6 +48,7 @@ class ShardCache : public ForkGuarded {
 
  private:
   ShardSource& source_;
+  const std::vector<int64_t> declared_sizes_;
   mutable std::mutex mutex_;                              // never held while a footer is read
   std::vector<std::shared_ptr<const OpenShard>> shards_;  // by file number
   // Set, once, after shards_[file] is: from then on that entry never changes

@@ -11,11 +11,16 @@
 
 namespace sdsl {
 
-ShardSet::ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files)
-    : ShardSet(std::make_unique<LocalSource>(std::move(paths), max_open_files), verify_checksums) {}
+ShardSet::ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files,
+                   LocalObjectRules rules)
+    : ShardSet(std::make_unique<LocalSource>(std::move(paths), max_open_files, rules),
+               verify_checksums, rules.declared_sizes) {}
 
-ShardSet::ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums)
-    : source_(std::move(source)), verify_(verify_checksums), shards_(*source_) {}
+ShardSet::ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums,
+                   std::vector<int64_t> declared_sizes)
+    : source_(std::move(source)),
+      verify_(verify_checksums),
+      shards_(*source_, std::move(declared_sizes)) {}
 
 void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
                     size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback) {

@@ -18,6 +18,7 @@
 #include "read/record_probe.h"
 #include "read/scratch_pool.h"
 #include "read/shard_cache.h"
+#include "sources/local_object.h"
 #include "sources/shard_source.h"
 
 namespace sdsl {
@@ -33,10 +34,13 @@ class ShardSet {
   // are dropped, as a hint that arrives too late is worth nothing.
   static constexpr size_t kPendingAnnouncements = 16;
 
-  // Shards in local files.
-  ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files);
-  // Shards wherever `source` finds them.
-  ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums);
+  // Shards in local files, opened as `rules` say.
+  ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files,
+           LocalObjectRules rules = {});
+  // Shards wherever `source` finds them; a shard whose size differs from
+  // its entry of `declared_sizes` (see ShardCache) is refused.
+  ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums,
+           std::vector<int64_t> declared_sizes = {});
 
   // Reads one batch into `layout`'s rows. Rows whose shard this core cannot
   // decode get needs_fallback[row] = 1 and are left untouched.

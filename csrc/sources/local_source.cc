@@ -52,21 +52,14 @@ bool Resident(int fd, uint64_t offset) {
 }  // namespace
 
 struct LocalSource::OpenFile {
-  explicit OpenFile(const std::string& path) : path(path) {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const int error = errno;
-      throw ReaderError(ErrorKind::kIo, "cannot open shard " + path + ": " + std::strerror(error),
-                        error);
-    }
-    struct stat info;
-    if (::fstat(fd, &info) != 0) {
-      const int error = errno;
+  OpenFile(const std::string& path, const LocalObjectRules& rules, size_t file) : path(path) {
+    fd = OpenLocalObject(path, rules.root, &size);
+    try {
+      CheckDeclaredSize(path, size, rules.DeclaredSize(file));
+    } catch (...) {
       ::close(fd);
-      throw ReaderError(ErrorKind::kIo, "cannot stat shard " + path + ": " + std::strerror(error),
-                        error);
+      throw;
     }
-    size = static_cast<uint64_t>(info.st_size);
     // A mapping where the system gives one; reads fall back to preadv.
     if (size > 0 && size <= SIZE_MAX) {
       void* mapped = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
@@ -135,8 +128,9 @@ struct LocalSource::OpenFile {
   const uint8_t* map = nullptr;
 };
 
-LocalSource::LocalSource(std::vector<std::string> paths, size_t max_open_files)
-    : paths_(std::move(paths)), open_(max_open_files) {
+LocalSource::LocalSource(std::vector<std::string> paths, size_t max_open_files,
+                         LocalObjectRules rules)
+    : paths_(std::move(paths)), rules_(std::move(rules)), open_(max_open_files) {
   StartGuarding();
 }
 
@@ -148,7 +142,7 @@ std::shared_ptr<const LocalSource::OpenFile> LocalSource::Open(size_t file) {
   // Opened outside the lock: a slow open (a cold directory, a network mount)
   // must not stall reads of shards that are already open. Another thread may
   // have opened it meanwhile: one descriptor is kept.
-  return open_.Keep(file, std::make_shared<const OpenFile>(paths_[file]));
+  return open_.Keep(file, std::make_shared<const OpenFile>(paths_[file], rules_, file));
 }
 
 uint64_t LocalSource::Size(size_t file) { return Open(file)->size; }

@@ -19,6 +19,7 @@
 #include "base/recent_map.h"
 #include "base/task_thread.h"
 #include "base/worker_pool.h"
+#include "sources/local_object.h"
 #include "sources/shard_source.h"
 
 namespace sdsl {
@@ -28,7 +29,9 @@ class LocalSource : public ShardSource, public ForkGuarded {
   // Announcements waiting for the hint thread; past this they are dropped.
   static constexpr size_t kPendingHints = 64;
 
-  LocalSource(std::vector<std::string> paths, size_t max_open_files);
+  // `rules` say how each path may be opened (every open, reopens after
+  // the open-file budget closed one included).
+  LocalSource(std::vector<std::string> paths, size_t max_open_files, LocalObjectRules rules = {});
 
   size_t num_files() const override { return paths_.size(); }
   uint64_t Size(size_t file) override;
@@ -62,6 +65,7 @@ class LocalSource : public ShardSource, public ForkGuarded {
   std::shared_ptr<const OpenFile> Open(size_t file);
 
   const std::vector<std::string> paths_;
+  const LocalObjectRules rules_;
   RecentMap<OpenFile> open_;
   WorkerPool io_;  // started on the first cold batch
   // Last, so that it stops (running what is queued) before the rest goes.

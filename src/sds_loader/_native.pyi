@@ -95,6 +95,8 @@ class ShardSet:
         verify_checksums: bool,
         max_open_files: int,
         source: _RangeSource | S3Source | None = None,
+        sizes: Sequence[int] = ...,
+        root: str = "",
     ) -> None: ...
     def read(
         self,

@@ -25,7 +25,6 @@ set root, snapshot, density); this module reads only the shard list.
 from __future__ import annotations
 
 import numbers
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,7 +34,7 @@ import signal_dataset as sds
 from signal_dataset.annotation import SafeTensorsAnnotationCodec
 from signal_dataset.storage.paths import join_uri
 
-from sds_loader.addressing import ShardTable
+from sds_loader.addressing import ShardTable, local_root
 from sds_loader.errors import MixedShapesError, SchemaMismatch
 from sds_loader.labels import MetadataShards
 from sds_loader.storage import sources
@@ -180,7 +179,6 @@ class AnnotationSource:
         state = self._sets.get(name)
         if state is not None:
             return state
-        from sds_loader import _native
 
         catalog = self._dataset.annotations
         if name not in catalog:
@@ -207,16 +205,6 @@ class AnnotationSource:
                 f"annotation set {name!r} cannot be read natively ({reason}); read its rows with "
                 f"signal_dataset.open(uri).annotations[{name!r}][ordinal]"
             )
-        for shard, path in zip(specification.shards, paths, strict=True):
-            if "://" not in path:
-                size = os.stat(path).st_size
-                if size != shard.object.stored_bytes:
-                    from sds_loader.errors import CorruptShardError
-
-                    raise CorruptShardError(
-                        f"annotation shard {path} of set {name!r} holds {size} bytes where the set's "
-                        f"root says {shard.object.stored_bytes}; it was replaced or truncated"
-                    )
         starts.append(len(self._dataset))
         count = len(paths)
         table = ShardTable(
@@ -224,9 +212,12 @@ class AnnotationSource:
             starts=np.asarray(starts, dtype=np.int64),
             skips=np.zeros(count + 1, dtype=np.int64),
             files=np.asarray([*range(count), 0], dtype=np.int64),
+            # Each shard is the size the set's root declares, as signal_dataset's catalog checks.
+            sizes=np.asarray([shard.object.stored_bytes for shard in specification.shards], dtype=np.int64),
+            root=local_root(self._dataset),
         )
         source = sources.for_shards(self._dataset, table.paths)
-        native = _native.ShardSet(list(table.paths), self._verify, self._max_open_files, source=source)
+        native = table.native(self._verify, self._max_open_files, source)
         state = _SetState(table=table, native=native, source=source, layouts={})
         self._sets[name] = state
         return state

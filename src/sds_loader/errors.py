@@ -22,6 +22,19 @@ class CorruptShardError(CorruptDatasetError):
     """
 
 
+class UnsafePathError(CorruptDatasetError):
+    """A shard's local path is one a dataset may not use: signal_dataset refuses it too.
+
+    Below a dataset's root, no path component may be a symbolic link and every
+    shard must be a regular file, as signal_dataset's confined local store
+    requires. Otherwise a dataset handed to a training job could make it read
+    any file on the machine as records (a shard linked to one elsewhere), or
+    wait forever (a FIFO where a shard should be). The message names the path;
+    the fix is to copy the real files into the dataset, or publish it again.
+    A `ValueError`, as signal_dataset's own refusal is.
+    """
+
+
 class MixedShapesError(ValueError):
     """One batch holds records whose selected fields differ in shape or dtype.
 

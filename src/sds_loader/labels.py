@@ -34,13 +34,9 @@ class MetadataShards:
     """The dataset's metadata shards, for one process; not to be shared across a fork."""
 
     def __init__(self, dataset: sds.Dataset, *, verify_checksums: bool, max_open_files: int = 64) -> None:
-        from sds_loader import _native
-
         self.table = shard_table(dataset, metadata=True)
         self.source = sources.for_shards(dataset, self.table.paths)
-        self.native = _native.ShardSet(
-            list(self.table.paths), verify_checksums, max_open_files, source=self.source
-        )
+        self.native = self.table.native(verify_checksums, max_open_files, self.source)
         self._verify = verify_checksums
         self._uri = dataset.root
 

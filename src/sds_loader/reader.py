@@ -93,7 +93,6 @@ class _ProcessState:
         max_open_files: int,
         requests_in_flight: int | None,
     ) -> None:
-        from sds_loader import _native
 
         self.pid = os.getpid()
         store = for_root(uri, object_store)
@@ -113,10 +112,7 @@ class _ProcessState:
             self.source = sources.for_shards(
                 self.dataset, self.table.paths, requests_in_flight=requests_in_flight
             )
-            # Any count past 2**32 means "no limit"; the native side takes a size_t.
-            self.native = _native.ShardSet(
-                list(self.table.paths), verify_checksums, min(max_open_files, 1 << 32), source=self.source
-            )
+            self.native = self.table.native(verify_checksums, max_open_files, self.source)
         self._verify = verify_checksums
         self._max_open_files = max_open_files
         self._metadata: MetadataSource | None = None

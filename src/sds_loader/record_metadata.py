@@ -59,8 +59,6 @@ class MetadataSource:
     def __init__(
         self, dataset: sds.Dataset, fallback: FallbackReader, *, verify_checksums: bool = True
     ) -> None:
-        from sds_loader import _native
-
         self._fallback = fallback
         self._verify = bool(verify_checksums)
         self._codec = RecordMetadataCodec()
@@ -70,7 +68,7 @@ class MetadataSource:
         if native_unavailable_reason(dataset) is None and len(dataset) > 0:
             self._table = shard_table(dataset, metadata=True)
             self._source = sources.for_shards(dataset, self._table.paths)
-            self._native = _native.ShardSet(list(self._table.paths), self._verify, 64, source=self._source)
+            self._native = self._table.native(self._verify, 64, self._source)
 
     def read(self, ordinals: np.ndarray) -> list[RecordLayout]:
         """The field layouts of each ordinal (already normalised), in order."""

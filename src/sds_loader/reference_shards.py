@@ -11,7 +11,7 @@ resolves them in `_Index.locate`, from the snapshot's manifests.
 So this module reads those same manifests, through the accessors the reader
 itself uses, and turns every entry into runs of ordinals that one shard file
 stores side by side (a sorted subset of a shard gives runs broken at its
-gaps; a shuffled one, a run per record). `_manifest_entries` is the only
+gaps; a shuffled one, a run per record). `manifest_entries` is the only
 place that touches signal_dataset's private API; tests/test_published_views.py
 compares the runs with `locate` for every ordinal of several views, so a
 change there fails that test rather than reading other records.
@@ -33,7 +33,7 @@ class ReferenceUnavailable(ValueError):
     """signal_dataset no longer resolves reference entries the way this module reads them."""
 
 
-def _manifest_entries(dataset: sds.Dataset) -> Iterator[Any]:
+def manifest_entries(dataset: sds.Dataset) -> Iterator[Any]:
     """Every `ShardEntry` of the dataset's snapshot, in ordinal order.
 
     Private API, on purpose and only here: `_Index.snapshot.manifests` and
@@ -56,14 +56,20 @@ def _manifest_entries(dataset: sds.Dataset) -> Iterator[Any]:
 
 #: Tables already built, per dataset object: a view of a million records has
 #: a million entries, and every reader of it (data, metadata, samplers) asks.
-_TABLES: weakref.WeakKeyDictionary[sds.Dataset, dict[bool, tuple[tuple[str, ...], np.ndarray, np.ndarray]]]
+_TABLES: weakref.WeakKeyDictionary[
+    sds.Dataset, dict[bool, tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]]
+]
 _TABLES = weakref.WeakKeyDictionary()
 
 
 def reference_records(
     dataset: sds.Dataset, *, metadata: bool
-) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
-    """(shard paths, file index per ordinal, record in that file per ordinal) of every ordinal.
+) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
+    """(shard paths, file index per ordinal, record in that file per ordinal, declared sizes).
+
+    A path's declared size is the bytes its entry says it holds, or -1 for an
+    absolute path into another dataset, whose size signal_dataset does not
+    check either (it is that dataset's to check).
 
     `metadata` addresses the metadata shards, which hold the same records at
     the same positions. Raises `ReferenceUnavailable` when the entries are not
@@ -73,19 +79,26 @@ def reference_records(
     if metadata in cached:
         return cached[metadata]
     paths: dict[str, int] = {}
+    sizes: list[int] = []
     # Python lists, extended per entry: a view's entries hold one record each,
     # and a numpy call per entry would cost more than the entry.
     files: list[int] = []
     records: list[int] = []
-    for entry in _manifest_entries(dataset):
+    for entry in manifest_entries(dataset):
         if entry.first_ordinal != len(records):
             raise ReferenceUnavailable(
                 f"an entry of {dataset.root}'s manifests begins at ordinal {entry.first_ordinal}, "
                 f"where {len(records)} was expected"
             )
         reference = entry.metadata if metadata else entry.data
-        path = reference.path if is_absolute_uri(reference.path) else join_uri(dataset.root, reference.path)
-        file = paths.setdefault(path.removeprefix("file://"), len(paths))
+        absolute = is_absolute_uri(reference.path)
+        path = (reference.path if absolute else join_uri(dataset.root, reference.path)).removeprefix(
+            "file://"
+        )
+        file = paths.get(path)
+        if file is None:
+            file = paths[path] = len(paths)
+            sizes.append(-1 if absolute else int(reference.stored_bytes))
         local = range(entry.record_count) if entry.record_indices is None else entry.record_indices
         if len(local) != entry.record_count:
             raise ReferenceUnavailable(
@@ -98,7 +111,12 @@ def reference_records(
         raise ReferenceUnavailable(
             f"{dataset.root}'s manifests name {len(records)} records, and the dataset holds {len(dataset)}"
         )
-    table = (tuple(paths), np.asarray(files, dtype=np.int64), np.asarray(records, dtype=np.int64))
+    table = (
+        tuple(paths),
+        np.asarray(files, dtype=np.int64),
+        np.asarray(records, dtype=np.int64),
+        np.asarray(sizes, dtype=np.int64),
+    )
     cached[metadata] = table
     return table
 

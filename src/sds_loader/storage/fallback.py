@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -288,9 +289,17 @@ class _TypedShardStore(ArrayRecordShardStore):
         # array_record raises RuntimeError both for bytes it refuses and for a
         # file it cannot open or read; reading the staged file here tells them
         # apart by the type Python raises, not by array_record's wording.
+        # Opened without blocking: a FIFO where a shard should be is refused,
+        # never waited on.
         try:
-            with self.staging.stage(uri, generation=generation) as path, open(path, "rb") as handle:
-                handle.read(1)
+            with self.staging.stage(uri, generation=generation) as path:
+                descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                try:
+                    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                        return ShardRefused(f"local object is not a regular file: {path}")
+                    os.pread(descriptor, 1, 0)
+                finally:
+                    os.close(descriptor)
         except OSError as unreadable:
             return unreadable
         return ShardRefused(str(exc))

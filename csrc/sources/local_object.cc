@@ -1,0 +1,133 @@
+#include "sources/local_object.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "base/reader_error.h"
+
+namespace sdsl {
+namespace {
+
+// Directories are walked without following links; the object is opened
+// without following one and without blocking on a FIFO or a device.
+constexpr int kDirectoryFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+constexpr int kObjectFlags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+
+[[noreturn]] void Refused(const std::string& what, const std::string& path, int error) {
+  throw ReaderError(ErrorKind::kIo, "cannot open " + what + " " + path + ": " + std::strerror(error),
+                    error);
+}
+
+[[noreturn]] void Unsafe(const std::string& message) { Fail(ErrorKind::kUnsafePath, message); }
+
+// Closes a descriptor when it goes out of scope, unless released.
+class Descriptor {
+ public:
+  explicit Descriptor(int fd) : fd_(fd) {}
+  ~Descriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  int get() const { return fd_; }
+  void reset(int fd) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
+
+// The part of `path` below `root`, or "" when `path` is not below it.
+std::string BelowRoot(const std::string& path, const std::string& root) {
+  if (root.empty()) return "";
+  std::string base = root;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  if (path.size() <= base.size() + 1 || path.compare(0, base.size(), base) != 0 ||
+      path[base.size()] != '/') {
+    return "";
+  }
+  return path.substr(base.size() + 1);
+}
+
+// Opens every directory of `relative` but its last component, below the
+// open directory `at`, refusing links. Returns the last directory's descriptor.
+int WalkDirectories(int at, const std::string& relative, const std::string& path,
+                    std::string* name) {
+  Descriptor current(::dup(at));
+  if (current.get() < 0) Refused("the directory of", path, errno);
+  size_t begin = 0;
+  for (size_t slash; (slash = relative.find('/', begin)) != std::string::npos; begin = slash + 1) {
+    const std::string component = relative.substr(begin, slash - begin);
+    if (component.empty() || component == ".") continue;
+    if (component == "..") Unsafe("path " + path + " leaves its dataset's root through '..'");
+    const int child = ::openat(current.get(), component.c_str(), kDirectoryFlags);
+    if (child < 0) {
+      const int error = errno;
+      if (error == ELOOP || error == ENOTDIR) {
+        Unsafe("symbolic links are not allowed in dataset paths: " + component + " (in " + path +
+               ", which a dataset must hold as a directory, not a link)");
+      }
+      Refused("the directory of", path, error);
+    }
+    current.reset(child);
+  }
+  *name = relative.substr(begin);
+  return current.release();
+}
+
+}  // namespace
+
+int OpenLocalObject(const std::string& path, const std::string& root, uint64_t* size) {
+  const std::string relative = BelowRoot(path, root);
+  Descriptor object(-1);
+  if (relative.empty()) {
+    // Not below the root: opened as signal_dataset's reader opens it, by path.
+    object.reset(::open(path.c_str(), kObjectFlags & ~O_NOFOLLOW));
+    if (object.get() < 0) Refused("shard", path, errno);
+  } else {
+    Descriptor base(::open(root.c_str(), kDirectoryFlags));
+    if (base.get() < 0) Refused("the dataset root of", path, errno);
+    std::string name;
+    Descriptor directory(WalkDirectories(base.get(), relative, path, &name));
+    object.reset(::openat(directory.get(), name.c_str(), kObjectFlags));
+    if (object.get() < 0) {
+      const int error = errno;
+      if (error == ELOOP) {
+        Unsafe("local object is not a regular file: " + path +
+               " is a symbolic link, and a dataset's shards must be its own files");
+      }
+      Refused("shard", path, error);
+    }
+  }
+  struct stat info;
+  if (::fstat(object.get(), &info) != 0) Refused("shard", path, errno);
+  if (!S_ISREG(info.st_mode)) {
+    Unsafe("local object is not a regular file: " + path +
+           " (a FIFO, device, socket or directory); a dataset's shards are regular files");
+  }
+  // Reads block as usual: O_NONBLOCK was only for the open.
+  const int flags = ::fcntl(object.get(), F_GETFL);
+  if (flags >= 0) (void)::fcntl(object.get(), F_SETFL, flags & ~O_NONBLOCK);
+  *size = static_cast<uint64_t>(info.st_size);
+  return object.release();
+}
+
+void CheckDeclaredSize(const std::string& name, uint64_t observed, int64_t declared) {
+  if (declared < 0 || observed == static_cast<uint64_t>(declared)) return;
+  Corrupt("shard " + name + " holds " + std::to_string(observed) +
+          " bytes where the manifest that names it declares " + std::to_string(declared) +
+          "; the object it points at is not the one that was published");
+}
+
+}  // namespace sdsl

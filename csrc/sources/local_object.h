@@ -1,0 +1,51 @@
+// The one rule for opening a dataset's object on the local file system,
+// the same that signal_dataset's confined local store applies: below the
+// dataset's root no path component may be a symbolic link, and the object
+// itself must be a regular file. A shard replaced by a link to a file
+// elsewhere, or a directory of shards replaced by a link, is refused rather
+// than read as if it were the dataset's; a FIFO or a device where a shard
+// should be is refused at once, never waited on (the open is non-blocking).
+// An object whose manifest declares its size is refused when it holds
+// another number of bytes, before any of them is trusted.
+#ifndef SDS_LOADER_SOURCES_LOCAL_OBJECT_H_
+#define SDS_LOADER_SOURCES_LOCAL_OBJECT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sdsl {
+
+// A declared size that is not known, so not checked (an object a
+// reference dataset names in another dataset, as signal_dataset skips it).
+constexpr int64_t kSizeNotDeclared = -1;
+
+// How the objects of one dataset may be opened.
+struct LocalObjectRules {
+  // The dataset's root directory: objects below it are opened component by
+  // component, refusing links. "" (or an object elsewhere): opened by its
+  // path, which may pass through links, as signal_dataset opens it.
+  std::string root;
+  // Per object, the bytes its manifest declares, or kSizeNotDeclared. Empty:
+  // nothing is declared.
+  std::vector<int64_t> declared_sizes;
+
+  int64_t DeclaredSize(size_t object) const {
+    return object < declared_sizes.size() ? declared_sizes[object] : kSizeNotDeclared;
+  }
+};
+
+// Opens `path` for reading under `root` (see LocalObjectRules::root) and
+// returns its descriptor (close-on-exec, blocking reads), with its size in
+// `*size`. Throws ReaderError naming the path: kUnsafePath for a link below
+// the root or an object that is not a regular file, kIo when the system
+// refuses.
+int OpenLocalObject(const std::string& path, const std::string& root, uint64_t* size);
+
+// Throws kCorrupt, in signal_dataset's words, unless an object that holds
+// `observed` bytes matches the `declared` size (or none is declared).
+void CheckDeclaredSize(const std::string& name, uint64_t observed, int64_t declared);
+
+}  // namespace sdsl
+
+#endif  // SDS_LOADER_SOURCES_LOCAL_OBJECT_H_
