@@ -489,7 +489,7 @@ def test_each_batch_announces_what_follows_it(roots: tuple[str, str], readahead:
     sampler = MixtureSampler(mixed, 16, readahead=readahead)
     items = sampler.rank_items()
     flat = [i for batch in items[start:] for i in batch]
-    sampler.load_state_dict({**sampler.state_dict(), "yielded": start})
+    sampler.load_state_dict({**sampler.state_dict(), "consumed": start})
     handed = 0
     for position, batch in enumerate(sampler, start):
         assert batch == items[position]

@@ -47,7 +47,7 @@ def test_each_stretch_announces_what_follows_it(root, readahead, start) -> None:
     dataset = Recording(root)
     sampler = ShardAwareSampler(dataset, seed=4, run_length=2, runs_mixed=4, readahead=readahead)
     stretch = 8
-    sampler.load_state_dict({**sampler.state_dict(), "yielded": start})
+    sampler.load_state_dict({**sampler.state_dict(), "consumed": start})
     items = sampler.rank_items()
     for position, item in enumerate(sampler, start):
         assert item == items[position]

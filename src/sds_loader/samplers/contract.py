@@ -1,33 +1,51 @@
-"""What every sds-loader sampler promises: one order per (seed, epoch), split across ranks, resumable.
+"""What every sds-loader sampler promises: one order per (seed, epoch), dealt to ranks, resumable anywhere.
 
-A sampler here builds the whole epoch as a sequence of *items* (an ordinal
-for an index sampler, a list of ordinals for a batch sampler), and
+A sampler here builds the whole epoch as one global sequence of *items* (an
+ordinal for an index sampler, a list of ordinals for a batch sampler), and
 `EpochSampler` does the rest the same way for all of them:
 
-- **Determinism.** The order is a function of ``(seed, epoch)`` and the
-  dataset's layout only: the same in every process, worker and rank, and
-  after a restart. `set_epoch` moves to another epoch's order, as with
+- **Determinism.** The sequence is a function of ``(seed, epoch)``, the
+  dataset and the sampler's arguments, but not of `num_replicas` or `rank`:
+  the same in every process, worker and rank, on every world size, and
+  after a restart. `set_epoch` moves to another epoch's sequence, as with
   torch's ``DistributedSampler``.
 - **Partitions.** With `num_replicas` ranks, each rank takes
   ``ceil(items / num_replicas)`` items (``floor`` with `drop_last`), so every
-  rank runs the same number of steps; the epoch is padded by repeating its
-  first items, and without `drop_last` the ranks together cover every item.
-  Unlike ``DistributedSampler``, which deals items out round-robin, a rank
-  takes one contiguous slice of the epoch: a sampler whose neighbouring
-  items share a region of a shard keeps that locality on every rank.
-  `num_replicas` and `rank` default to the world size and rank of
-  ``torch.distributed`` when it is initialised, and to one replica otherwise.
-- **Exact resume.** `state_dict` records the epoch, the seed and how many
-  items this rank has yielded; a sampler given it by `load_state_dict`
-  rebuilds the same epoch and continues after those items, so the batches
-  after a restore are the batches an uninterrupted run would have made.
-  torchdata's ``StatefulDataLoader`` calls both (and with workers, takes the
-  state as of the batch it last handed out, not as of the sampler's read-ahead).
-  Loading a state refuses a sampler whose layout differs (another dataset
-  length, replica count, rank or knob), since its epochs would not match.
+  rank runs the same number of steps; without `drop_last` the ranks together
+  cover every item, and the padding (under `num_replicas` repeated items)
+  comes in the last step only. Which positions a rank takes is a function of
+  (position, world size), see `sds_loader.samplers.dealing`: the ranks walk
+  the sequence together, a round of blocks at a time, so what the world has
+  taken after each round is a prefix of the sequence. A batch sampler's
+  block is one batch (round-robin); `ShardAwareSampler`'s is a stretch of
+  neighbouring runs, which a rank keeps whole. `num_replicas` and `rank`
+  default to the world size and rank of ``torch.distributed`` when it is
+  initialised, and to one replica otherwise.
+- **Resume, on the same world or another.** `state_dict` records the epoch,
+  the seed, how many items the world has taken (``consumed``: the ranks move
+  in lockstep, so any rank's state is every rank's), the world size that
+  took them, and the layout that fixes the sequence. `load_state_dict` on
+  a sampler of the same world size continues exactly where the state was
+  saved, so the batches after a restore are those an uninterrupted run would
+  have made. On another world size (or rank) it continues with what the old
+  world had not taken of the epoch, in the sequence's order, dealt out
+  afresh over the new ranks: every item of the epoch comes once across the
+  old and the new ranks, with at most ``num_replicas - 1`` items of padding.
+  Loading refuses a state whose layout differs (another dataset length,
+  order version or knob, a batch sampler's `batch_size` among them), since
+  its epochs would not match.
+- **Workers.** torchdata's ``StatefulDataLoader`` calls both methods (and
+  with workers, takes the state as of the batch it last handed out, not as
+  of the sampler's read-ahead). A loaded state waits for the first iterator
+  that yields: torch's multi-worker DataLoader calls ``iter()`` on its
+  sampler twice and discards the first iterator, which therefore takes
+  nothing. `sds_loader.samplers.loader_state.sampler_state` takes the
+  sampler's state out of a loader's, for a loader with another number of
+  workers, which ``StatefulDataLoader`` itself refuses.
 
-A subclass implements `_item_count` and `_epoch_items`, and adds its own
-knobs to `_layout` so that a state saved under other knobs is refused.
+A subclass implements `_item_count` and `_epoch_items`, adds its own knobs
+to `_layout` so that a state saved under other knobs is refused, and may
+give `_deal_block`.
 """
 
 from __future__ import annotations
@@ -39,11 +57,19 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 from torch.utils.data import Sampler
 
+from sds_loader.samplers.dealing import rank_positions, span_positions, spans_left, steps_per_rank
+
 Item = TypeVar("Item")
 
-#: Bumped when the order a given (seed, epoch, layout) produces changes, so
-#: that a state saved by an older version is refused rather than resumed wrongly.
-ORDER_VERSION = 1
+#: Bumped when the order a given (seed, epoch, layout) produces, or the way it
+#: is dealt to ranks, changes, so that a state saved by an older version is
+#: refused rather than resumed wrongly.
+ORDER_VERSION = 2
+
+#: The keys of a state from `EpochSampler.state_dict`.
+STATE_KEYS = ("epoch", "seed", "consumed", "num_replicas", "spans", "layout")
+
+Spans = list[tuple[int, int]]
 
 
 def positive_int(name: str, value: object) -> int:
@@ -90,15 +116,22 @@ def epoch_generator(seed: int, epoch: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch])))
 
 
-def rank_slice(count: int, num_replicas: int, rank: int, drop_last: bool) -> tuple[int, range]:
-    """(items per rank, positions in the padded epoch that `rank` takes).
-
-    Positions past `count` wrap around to the epoch's first items, which is
-    how DistributedSampler pads; `drop_last` instead shortens every rank so
-    that none needs padding.
-    """
-    per_rank = count // num_replicas if drop_last else -(-count // num_replicas)
-    return per_rank, range(rank * per_rank, (rank + 1) * per_rank)
+def saved_spans(value: object, items: int) -> Spans:
+    """A state's ``spans`` checked: increasing, disjoint ``[start, stop)`` stretches of `items`."""
+    problem = f"spans must be increasing, disjoint [start, stop) pairs within the epoch's {items} items"
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise ValueError(f"{problem}, not {value!r}")
+    spans: Spans = []
+    end = 0
+    for pair in value:
+        if isinstance(pair, str | bytes) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise ValueError(f"{problem}; got {pair!r}")
+        start, stop = non_negative_int("span start", pair[0]), non_negative_int("span stop", pair[1])
+        if start < end or stop < start or stop > items:
+            raise ValueError(f"{problem}; got {pair!r} after position {end}")
+        spans.append((start, stop))
+        end = stop
+    return spans
 
 
 class EpochSampler(Sampler[Item], Generic[Item]):
@@ -123,10 +156,13 @@ class EpochSampler(Sampler[Item], Generic[Item]):
         self.num_replicas, self.rank = default_replicas(num_replicas, rank)
         self.drop_last = bool(drop_last)
         self._epoch = 0
-        #: Items this rank has yielded in the current epoch.
+        #: The spans of the epoch the current pass deals out; None for the whole epoch.
+        self._spans: Spans | None = None
+        #: Items this rank has yielded in the current pass.
         self._yielded = 0
-        #: Where the next iterator starts, set by load_state_dict.
-        self._resume_at: int | None = None
+        #: (spans, items this rank has yielded of them) where the next iterator
+        #: to yield starts, set by load_state_dict.
+        self._pending: tuple[Spans | None, int] | None = None
 
     # -- what a subclass provides ---------------------------------------------
 
@@ -138,15 +174,17 @@ class EpochSampler(Sampler[Item], Generic[Item]):
         """Every item of the epoch in order; `rng` is None when `shuffle` is off."""
         raise NotImplementedError
 
+    def _deal_block(self) -> int:
+        """Consecutive items that a rank takes together (see `sds_loader.samplers.dealing`)."""
+        return 1
+
     def _layout(self) -> dict[str, Any]:
-        """Everything besides (seed, epoch) that the order depends on."""
+        """Everything besides (seed, epoch) that the sequence and its dealing depend on, bar the world."""
         return {
             "kind": type(self).__name__,
             "order_version": ORDER_VERSION,
             "items": self._item_count(),
             "shuffle": self.shuffle,
-            "num_replicas": self.num_replicas,
-            "rank": self.rank,
             "drop_last": self.drop_last,
         }
 
@@ -166,34 +204,49 @@ class EpochSampler(Sampler[Item], Generic[Item]):
         """
         epoch = non_negative_int("epoch", epoch)
         if epoch != self._epoch:
-            self._resume_at = None
+            self._pending = None
+            self._spans, self._yielded = None, 0
         self._epoch = epoch
 
     def __len__(self) -> int:
-        return rank_slice(self._item_count(), self.num_replicas, self.rank, self.drop_last)[0]
+        return steps_per_rank(self._item_count(), self.num_replicas, self.drop_last)
 
     def rank_items(self) -> list[Item]:
         """This rank's items of the current epoch, from the start, padded as partitions are."""
+        return self._pass_items(None)
+
+    def _pass_items(self, spans: Spans | None) -> list[Item]:
+        """This rank's items of a pass over `spans` of the current epoch (None: all of it)."""
         items = self._epoch_items(epoch_generator(self.seed, self._epoch) if self.shuffle else None)
-        count = len(items)
-        if count == 0:
+        dealt = np.arange(len(items), dtype=np.int64) if spans is None else span_positions(spans)
+        if dealt.size == 0:
             return []
-        _, positions = rank_slice(count, self.num_replicas, self.rank, self.drop_last)
+        taken = rank_positions(dealt.size, self.num_replicas, self.rank, self._deal_block(), self.drop_last)
+        # Positions past the end are padding: the pass's first items again.
+        positions = dealt[taken % dealt.size]
         if isinstance(items, np.ndarray):  # yield Python ints, as torch's samplers do
-            chosen: list[Item] = items[np.arange(positions.start, positions.stop) % count].tolist()
+            chosen: list[Item] = items[positions].tolist()
             return chosen
-        if positions.stop <= count:
-            return list(items[positions.start : positions.stop])
-        return [items[position % count] for position in positions]
+        return [items[position] for position in positions.tolist()]
 
     def __iter__(self) -> Iterator[Item]:
+        if self._pending is not None:
+            return self._resumed_pass()
         # The pass starts here, not at the first next(): a state taken between
         # iter() and next() already belongs to the new pass.
-        start = self._resume_at or 0
-        self._resume_at = None
-        items = self.rank_items()
-        self._yielded = min(start, len(items))
-        return self._count_out(items, self._yielded)
+        self._spans, self._yielded = None, 0
+        return self._count_out(self._pass_items(None), 0)
+
+    def _resumed_pass(self) -> Iterator[Item]:
+        # A generator, so none of this runs before the first next(): of the
+        # iterators made while a state waits (torch's multi-worker DataLoader
+        # makes two and throws the first away), the one that yields first
+        # takes it. One that yields after it starts the epoch afresh.
+        spans, start = self._pending if self._pending is not None else (None, 0)
+        self._pending = None
+        items = self._pass_items(spans)
+        self._spans, self._yielded = spans, min(start, len(items))
+        yield from self._count_out(items, self._yielded)
 
     def _count_out(self, items: list[Item], start: int) -> Iterator[Item]:
         for item in items[start:]:
@@ -201,16 +254,30 @@ class EpochSampler(Sampler[Item], Generic[Item]):
             yield item
 
     def state_dict(self) -> dict[str, Any]:
-        """Where this rank is: epoch, seed, items yielded, and the layout that fixes the order."""
-        yielded = self._resume_at if self._resume_at is not None else self._yielded
-        return {"epoch": self._epoch, "seed": self.seed, "yielded": yielded, "layout": self._layout()}
+        """Where the world is: epoch, seed, items all ranks have taken, their number, and the layout."""
+        spans, yielded = self._pending if self._pending is not None else (self._spans, self._yielded)
+        return {
+            "epoch": self._epoch,
+            "seed": self.seed,
+            "consumed": yielded * self.num_replicas,
+            "num_replicas": self.num_replicas,
+            "spans": [list(span) for span in ([(0, self._item_count())] if spans is None else spans)],
+            "layout": self._layout(),
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from `state` at the next iteration: same epoch, same seed, after the same items."""
-        if not isinstance(state, Mapping) or not {"epoch", "seed", "yielded", "layout"} <= set(state):
+        """Continue from `state` at the next iteration that yields, on this sampler's world.
+
+        The same epoch and seed; on the world size the state was saved on,
+        after the same items of the same pass; on another, over what that
+        world had not taken, dealt out afresh to this one.
+        """
+        name = type(self).__name__
+        if not isinstance(state, Mapping) or not set(STATE_KEYS) <= set(state):
             raise ValueError(
-                f"{type(self).__name__}.load_state_dict needs a state from "
-                f"{type(self).__name__}.state_dict(), with epoch, seed, yielded and layout"
+                f"{name}.load_state_dict needs a state from {name}.state_dict(), with "
+                f"{', '.join(STATE_KEYS)} (a state saved by an sds-loader before 0.3 has none of "
+                "consumed, num_replicas and spans: start the epoch afresh)"
             )
         layout = self._layout()
         saved = dict(state["layout"])
@@ -221,10 +288,24 @@ class EpochSampler(Sampler[Item], Generic[Item]):
                 f"this state was saved by a sampler with another layout ({details}); resume with "
                 "the same dataset and sampler arguments, or start the epoch afresh"
             )
+        world = positive_int("num_replicas", state["num_replicas"])
+        consumed = non_negative_int("consumed", state["consumed"])
+        spans = saved_spans(state["spans"], self._item_count())
+        length = sum(stop - start for start, stop in spans)
+        steps, uneven = divmod(consumed, world)
+        if uneven or steps > steps_per_rank(length, world, self.drop_last):
+            raise ValueError(
+                f"consumed must be a whole number of steps of the {world} ranks that saved it, at most "
+                f"{world * steps_per_rank(length, world, self.drop_last)} for its spans; got {consumed}"
+            )
+        whole = spans == [(0, self._item_count())]
+        if world == self.num_replicas:
+            self._pending = (None if whole else spans, steps)
+        else:
+            left = spans_left(spans, world, self._deal_block(), self.drop_last, steps)
+            self._pending = (left, 0)
         self.seed = non_negative_int("seed", state["seed"])
         self._epoch = non_negative_int("epoch", state["epoch"])
-        self._resume_at = non_negative_int("yielded", state["yielded"])
-        self._yielded = self._resume_at
 
     def __repr__(self) -> str:
         return (

@@ -233,6 +233,11 @@ class ShardAwareSampler(EpochSampler[int]):
     def _item_count(self) -> int:
         return self._count
 
+    def _deal_block(self) -> int:
+        # A rank takes whole stretches of runs_mixed runs: its batches draw
+        # from as few places as on one rank, whatever the world size.
+        return self.run_length * self.runs_mixed
+
     def _layout(self) -> dict[str, Any]:
         return {
             **super()._layout(),
