@@ -132,6 +132,10 @@ class FaultProxy:
         #: Set to call `plan` with the request's Range header as a fourth argument.
         self.plan_sees_range = False
         self.stall_seconds = 3.0
+        #: Answer headers not passed on (lower case), to play a server that sends
+        #: fewer, for requests whose path holds `drop_headers_where`.
+        self.drop_headers: set[str] = set()
+        self.drop_headers_where = ""
         self.seen: list[tuple[str, str, object]] = []
         self._count = 0
         self._lock = threading.Lock()
@@ -174,7 +178,10 @@ class FaultProxy:
                     payload = response.read()
                     self.send_response(response.status)
                     for key, value in response.getheaders():
-                        if key.lower() not in {"transfer-encoding", "connection", "content-length"}:
+                        skipped = {"transfer-encoding", "connection", "content-length"}
+                        if proxy.drop_headers_where in self.path:
+                            skipped |= proxy.drop_headers
+                        if key.lower() not in skipped:
                             self.send_header(key, value)
                     # A HEAD answer's length is the object's, not its (empty) body's.
                     length = response.getheader("Content-Length") if self.command == "HEAD" else None

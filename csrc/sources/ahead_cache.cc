@@ -89,8 +89,9 @@ void AheadCache::Finish(const std::shared_ptr<AheadRange>& range, bool fetched) 
   finished_.notify_all();
 }
 
-bool AheadCache::CopyOut(size_t file, uint64_t offset, uint64_t size, const std::string& etag,
-                         uint8_t* dst, std::chrono::steady_clock::duration wait) {
+AheadCache::Copy AheadCache::CopyOut(size_t file, uint64_t offset, uint64_t size,
+                                     const std::string& etag, uint8_t* dst,
+                                     std::chrono::steady_clock::time_point deadline) {
   // The bytes may lie in several ranges (a read's run across two parts of a
   // hint): each piece from the range that holds it, waiting for those in
   // flight; a gap, a failure or another ETag, and the read fetches it all.
@@ -104,11 +105,13 @@ bool AheadCache::CopyOut(size_t file, uint64_t offset, uint64_t size, const std:
     const uint64_t end = offset + size;
     for (uint64_t at = offset; at < end;) {
       std::shared_ptr<AheadRange> range = Holding(file, at);
-      if (range == nullptr) return false;
+      if (range == nullptr) return Copy::kMissing;
       if (range->state == AheadRange::State::kPending) {
-        finished_.wait_for(lock, wait, [&] { return range->state != AheadRange::State::kPending; });
+        finished_.wait_until(lock, deadline,
+                             [&] { return range->state != AheadRange::State::kPending; });
+        if (range->state == AheadRange::State::kPending) return Copy::kStalled;
       }
-      if (range->state != AheadRange::State::kReady || range->etag != etag) return false;
+      if (range->state != AheadRange::State::kReady || range->etag != etag) return Copy::kMissing;
       const uint64_t until = std::min(end, range->offset + range->data.size());
       pieces.push_back(Piece{std::move(range), at, until - at});
       at = until;
@@ -119,7 +122,7 @@ bool AheadCache::CopyOut(size_t file, uint64_t offset, uint64_t size, const std:
     std::memcpy(dst + (piece.at - offset),
                 piece.range->data.data() + (piece.at - piece.range->offset), piece.size);
   }
-  return true;
+  return Copy::kCopied;
 }
 
 void AheadCache::Clear() {

@@ -47,11 +47,18 @@ class AheadCache : public ForkGuarded {
   std::vector<std::shared_ptr<AheadRange>> Reserve(const std::vector<Wanted>& wanted);
   void Finish(const std::shared_ptr<AheadRange>& range, bool fetched);
 
+  enum class Copy {
+    kCopied,   // the bytes are at dst
+    kMissing,  // no range holds them all (or one failed, or holds another version)
+    kStalled,  // a range that holds them was still in flight at the deadline
+  };
   // Copies bytes [offset, offset + size) of `file` to `dst` from the ranges
   // that hold them (one, or several side by side), all fetched under
-  // `etag`, waiting up to `wait` for each one in flight. Returns whether it did.
-  bool CopyOut(size_t file, uint64_t offset, uint64_t size, const std::string& etag, uint8_t* dst,
-               std::chrono::steady_clock::duration wait);
+  // `etag`, waiting until `deadline` for those in flight. The deadline is
+  // the caller's, so that waiting for an announcement counts against the
+  // read's own time rather than adding to it.
+  Copy CopyOut(size_t file, uint64_t offset, uint64_t size, const std::string& etag, uint8_t* dst,
+               std::chrono::steady_clock::time_point deadline);
 
   // Forgets every range; fetches in flight finish into memory nobody reads.
   void Clear();

@@ -73,12 +73,15 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     get.content_range.clear();
     get.etag.clear();
     get.generation.clear();
+    get.last_modified.clear();
   } else if (StartsWithNoCase(line, "content-range:")) {
     get.content_range = Trimmed(line.substr(14));
   } else if (StartsWithNoCase(line, "etag:")) {
     get.etag = Trimmed(line.substr(5));
   } else if (StartsWithNoCase(line, "x-goog-generation:")) {
     get.generation = Trimmed(line.substr(18));
+  } else if (StartsWithNoCase(line, "last-modified:")) {
+    get.last_modified = Trimmed(line.substr(14));
   }
   return length;
 }
@@ -131,6 +134,7 @@ void HttpGet::Reset() {
   content_range.clear();
   etag.clear();
   generation.clear();
+  last_modified.clear();
   body.clear();
 }
 

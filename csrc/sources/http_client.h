@@ -48,6 +48,7 @@ struct HttpGet {
   std::string content_range;  // the Content-Range header, as sent
   std::string etag;           // the ETag header, as sent
   std::string generation;     // the x-goog-generation header (Google Cloud Storage)
+  std::string last_modified;  // the Last-Modified header, as sent
   std::string body;
 
   // Set to run this GET again from the start.

@@ -18,8 +18,8 @@ constexpr int kDirectoryFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 constexpr int kObjectFlags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
 
 [[noreturn]] void Refused(const std::string& what, const std::string& path, int error) {
-  throw ReaderError(ErrorKind::kIo, "cannot open " + what + " " + path + ": " + std::strerror(error),
-                    error);
+  throw ReaderError(ErrorKind::kIo,
+                    "cannot open " + what + " " + path + ": " + std::strerror(error), error);
 }
 
 [[noreturn]] void Unsafe(const std::string& message) { Fail(ErrorKind::kUnsafePath, message); }

@@ -77,14 +77,16 @@ struct S3Get {
 // error for what will not.
 class S3Source::Attempts {
  public:
-  explicit Attempts(S3Source& source) : source_(source), closes_(source.closes_.load()) {}
+  // `spent`: attempts already used up (waiting for an announcement that stalled).
+  explicit Attempts(S3Source& source, int spent = 0)
+      : source_(source), closes_(source.closes_.load()), spent_(spent) {}
 
   // `optional` GETs go out with the first attempt of `pending`, are never
   // tried again, and never fail the call: each says in `ok` how it ended.
   void Run(std::vector<S3Get*> pending, std::vector<S3Get*> optional = {}) {
     const S3Settings& settings = source_.settings_;
     std::mt19937_64 jitter(std::random_device{}());
-    for (int attempt = 0; attempt < settings.max_attempts && !pending.empty(); ++attempt) {
+    for (int attempt = spent_; attempt < settings.max_attempts && !pending.empty(); ++attempt) {
       if (source_.closes_.load() != closes_) {
         StorageFail("the reader of " + source_.Name(pending.front()->file) +
                     " was closed during a read");
@@ -169,9 +171,7 @@ class S3Source::Attempts {
     }
     const Shard shard = source_.ShardOf(get.file);
     const std::string version = VersionOf(source_.settings_.store, http);
-    if (shard.known && !shard.version.empty() && !version.empty() && version != shard.version) {
-      StorageFail(Replaced(uri));
-    }
+    if (shard.known && Contradicts(shard.version, version)) StorageFail(Replaced(uri));
     if (get.tail) {
       if (range.end != range.total || range.end - range.first != http.received) {
         get.reason = "asked for the last bytes, got bytes " + std::to_string(range.first) + "-" +
@@ -197,6 +197,7 @@ class S3Source::Attempts {
 
   S3Source& source_;
   const uint64_t closes_;
+  const int spent_;
 };
 
 S3Source::S3Source(S3Settings settings)
@@ -305,7 +306,7 @@ std::vector<std::shared_ptr<const S3Source::Tail>> S3Source::OpenTails(
     if (!http.content_range.empty()) ParseContentRange(http.content_range, &range);
     Shard& shard = shards_[file];
     const std::string version = VersionOf(settings_.store, http);
-    if (shard.known && (shard.version != version || shard.size != range.total)) {
+    if (shard.known && (Contradicts(shard.version, version) || shard.size != range.total)) {
       StorageFail(Replaced(Name(file)));
     }
     shard.known = true;
@@ -355,6 +356,13 @@ void S3Source::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*pl
   std::shared_ptr<const Tail> tail;
   size_t tail_file = 0;
   std::vector<RangeRequest> rest;
+  // Waiting for announced bytes is the first attempt at them, bounded as
+  // any attempt is by the stall timeout: a read that waited that long for
+  // an announcement that stalled has one attempt fewer of its own.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(settings_.http.stall_timeout_s));
+  bool announcement_stalled = false;
   for (size_t k = 0; k < count; ++k) {
     RangeRequest request = requests[k];
     if (request.size == 0) continue;
@@ -382,18 +390,27 @@ void S3Source::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*pl
       request.size = split;
       if (split == 0) continue;
     }
-    if (ahead_.CopyOut(request.file, request.offset, request.size, shard.version, request.dst,
-                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                           std::chrono::duration<double>(settings_.http.stall_timeout_s)))) {
+    const AheadCache::Copy copied =
+        ahead_.CopyOut(request.file, request.offset, request.size, shard.version, request.dst,
+                       announcement_stalled ? std::chrono::steady_clock::time_point{} : deadline);
+    if (copied == AheadCache::Copy::kCopied) {
       ++ahead_hits_;
       continue;
     }
+    if (copied == AheadCache::Copy::kStalled && !announcement_stalled) {
+      announcement_stalled = true;
+      if (settings_.max_attempts <= 1) {
+        StorageFail("reading " + Name(request.file) + " failed: the bytes announced for it " +
+                    "stalled for " + std::to_string(settings_.http.stall_timeout_s) +
+                    " s (the stall timeout), and max_attempts=1 allows no attempt of its own");
+      }
+    }
     rest.push_back(request);
   }
-  if (!rest.empty()) FetchParts(rest);
+  if (!rest.empty()) FetchParts(rest, announcement_stalled ? 1 : 0);
 }
 
-void S3Source::FetchParts(std::vector<RangeRequest>& requests) {
+void S3Source::FetchParts(std::vector<RangeRequest>& requests, int attempts_spent) {
   std::vector<S3Get> gets;
   gets.reserve(requests.size() + 8);
   auto add_part = [&](size_t file, uint64_t offset, uint64_t size, uint8_t* dst, bool extend) {
@@ -432,7 +449,7 @@ void S3Source::FetchParts(std::vector<RangeRequest>& requests) {
     RequireVersion(settings_.store, shard.version, &get.http);
     pending.push_back(&get);
   }
-  Attempts(*this).Run(std::move(pending));
+  Attempts(*this, attempts_spent).Run(std::move(pending));
 }
 
 void S3Source::WillNeed(const RangeRequest* ranges, size_t count) {

@@ -114,7 +114,8 @@ class S3Source : public ShardSource, public ForkGuarded {
 
   std::vector<std::shared_ptr<const Tail>> OpenTails(const std::vector<size_t>& files);
   Shard ShardOf(size_t file);
-  void FetchParts(std::vector<RangeRequest>& parts);
+  // `attempts_spent`: attempts the read has already used (see Fetch).
+  void FetchParts(std::vector<RangeRequest>& parts, int attempts_spent);
   void ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges);
 
   const S3Settings settings_;

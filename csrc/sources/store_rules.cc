@@ -126,11 +126,25 @@ void Permanent(ObjectStoreKind store, long status, const std::string& code, cons
 
 std::string VersionOf(ObjectStoreKind store, const HttpGet& answer) {
   if (store == ObjectStoreKind::kGcs && !answer.generation.empty()) return "g" + answer.generation;
-  return answer.etag;
+  if (!answer.etag.empty()) return answer.etag;
+  // A server that sends neither: the time the object was last written
+  // (with its size, which every answer's Content-Range checks) tells a
+  // replacement apart unless it lands within the same second.
+  if (!answer.last_modified.empty()) return kModifiedMark + answer.last_modified;
+  return "";
+}
+
+bool Contradicts(const std::string& known, const std::string& answered) {
+  if (known.empty() || answered.empty() || known == answered) return false;
+  const bool known_by_time = known.rfind(kModifiedMark, 0) == 0;
+  const bool answered_by_time = answered.rfind(kModifiedMark, 0) == 0;
+  return known_by_time == answered_by_time;
 }
 
 void RequireVersion(ObjectStoreKind store, const std::string& version, HttpGet* get) {
   if (version.empty()) return;
+  // Checked on each answer (VersionOf), as no precondition names it.
+  if (version.rfind(kModifiedMark, 0) == 0) return;
   if (store == ObjectStoreKind::kS3) {
     get->if_match = version;
     return;

@@ -7,7 +7,9 @@
 //   "notFound"}]}}`). Either way the code names what went wrong.
 // - An object's version: S3's ETag; GCS's generation (`x-goog-generation`),
 //   which changes exactly when the object's bytes are replaced (its ETag is
-//   used only when a server sends no generation).
+//   used only when a server sends no generation); from a server that sends
+//   neither, its Last-Modified time. A server that sends none of the three
+//   identifies no version: a replacement of the same size goes unseen.
 // - The precondition a ranged GET carries so that a replaced object is
 //   refused: `If-Match: ETAG` on S3; `ifGenerationMatch=GENERATION` in the
 //   URL on GCS's JSON API, which answers 412 when it does not hold.
@@ -37,8 +39,17 @@ bool Transient(ObjectStoreKind store, long status, const std::string& code);
 [[noreturn]] void Permanent(ObjectStoreKind store, long status, const std::string& code,
                             const std::string& uri, bool identified);
 
-// The object's version an answer reports ("" when it reports none).
+// What marks a version taken from Last-Modified (no ETag, no generation):
+// no ETag begins so.
+inline constexpr const char* kModifiedMark = "last-modified:";
+
+// The object's version an answer reports: its generation (GCS), its ETag,
+// else its Last-Modified time; "" when it reports none of them.
 std::string VersionOf(ObjectStoreKind store, const HttpGet& answer);
+
+// Whether an answer's version `answered` says the object is no longer the
+// one whose version was `known`: both reported, of the same kind, and unequal.
+bool Contradicts(const std::string& known, const std::string& answered);
 
 // Makes `get` refused by the store unless the object still has `version`.
 void RequireVersion(ObjectStoreKind store, const std::string& version, HttpGet* get);

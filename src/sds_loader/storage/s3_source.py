@@ -14,10 +14,13 @@ a dataset reads from the same place, with the same identity, as
 `signal_dataset.open` would:
 
 - where each object lives: endpoint, region and addressing style come from
-  signal_dataset's `S3Options`, turned into one URL per shard here;
-- who is asking: credentials come from boto3's standard chain (environment,
-  profile, container or instance role), resolved in this process and handed
-  to the native source again before they expire.
+  the boto3 client of the dataset's store (storage/s3_client.py), turned into
+  one URL per shard here; without one, from signal_dataset's `S3Options` and
+  the environment;
+- who is asking: the store's client's credentials (a client with keys or a
+  session of its own signs as itself), else boto3's standard chain
+  (environment, profile, container or instance role), resolved in this
+  process and handed to the native source again before they expire.
 
 What the native source guarantees, and what every store's source shares,
 is in storage/native_range.py.
@@ -46,6 +49,7 @@ from sds_loader.storage.native_range import (
     NativeRangeSource,
     native_settings,
 )
+from sds_loader.storage.s3_client import ClientIdentity
 
 if TYPE_CHECKING:
     import boto3
@@ -96,6 +100,11 @@ def _session(profile: str | None) -> boto3.Session:
         return session
 
 
+def environment_credentials(options: S3Options) -> Any:
+    """The credentials boto3's chain gives for `options`' profile (None: none found)."""
+    return _session(options.profile_name).get_credentials()
+
+
 def region_of(options: S3Options) -> str:
     """The region requests are signed for: the settings', else the profile's or environment's."""
     if options.region_name:
@@ -125,17 +134,21 @@ def endpoint_of(options: S3Options, region: str) -> str:
 
 
 def object_url(options: S3Options, region: str, bucket: str, key: str) -> str:
-    """The URL of `bucket`/`key`, addressed as boto3 would with these settings.
+    """The URL of `bucket`/`key`, addressed as boto3 would with these settings."""
+    return address(endpoint_of(options, region), options.addressing_style or "auto", bucket, key)
 
-    Path style (`endpoint/bucket/key`) when the settings ask for it, when the
-    endpoint is an IP address or localhost, or when the bucket name cannot be
-    a host name; otherwise virtual-hosted style (`bucket.host/key`).
+
+def address(endpoint: str, style: str, bucket: str, key: str) -> str:
+    """The URL of `bucket`/`key` at `endpoint`, in addressing `style` ("path", "virtual", "auto").
+
+    Path style (`endpoint/bucket/key`) when asked for, when the endpoint is
+    an IP address or localhost, or when the bucket name cannot be a host
+    name; otherwise virtual-hosted style (`bucket.host/key`).
     """
-    endpoint = endpoint_of(options, region).rstrip("/")
+    endpoint = endpoint.rstrip("/")
     parts = urlsplit(endpoint)
     host = parts.hostname or ""
     path_key = quote(key, safe="/-_.~")
-    style = options.addressing_style or "auto"
     if style == "auto":
         try:
             ipaddress.ip_address(host)
@@ -159,7 +172,10 @@ class S3RangeSource(NativeRangeSource):
     `uris` are the shard objects in the core's file numbering. `options` are
     signal_dataset's own S3 settings (endpoint, region, profile, addressing
     style, `max_attempts`), normally those of the store the dataset was opened
-    with. `requests_in_flight` bounds concurrent GETs per read.
+    with. `client` is the identity of that store's boto3 client: its endpoint,
+    region, addressing style and credentials are used instead of those the
+    options and the environment resolve. `requests_in_flight` bounds
+    concurrent GETs per read.
     `backoff_seconds`/`backoff_max_seconds` shape the retry schedule;
     `connect_timeout` bounds a connection's setup and `read_timeout` how long
     an answer may stay silent. Tests shorten them; users rarely need to.
@@ -170,6 +186,7 @@ class S3RangeSource(NativeRangeSource):
         uris: Sequence[str],
         options: S3Options | None = None,
         *,
+        client: ClientIdentity | None = None,
         requests_in_flight: int = DEFAULT_REQUESTS_IN_FLIGHT,
         backoff_seconds: float = 0.1,
         backoff_max_seconds: float = 5.0,
@@ -178,6 +195,7 @@ class S3RangeSource(NativeRangeSource):
         readahead_bytes: int = READAHEAD_BYTES,
     ) -> None:
         self._options = S3Options() if options is None else options
+        self._client = client
         super().__init__(
             uris,
             native_settings(
@@ -199,19 +217,26 @@ class S3RangeSource(NativeRangeSource):
         urls = []
         for uri in self._uris:
             bucket, key = s3_parts(uri)
-            urls.append(object_url(self._options, region, bucket, key))
+            if self._client is not None:
+                urls.append(address(self._client.endpoint_url, self._client.addressing_style, bucket, key))
+            else:
+                urls.append(object_url(self._options, region, bucket, key))
         return _native.S3Source(list(self._uris), urls, **self._settings, store="s3")
 
     def _signing_region(self) -> str:
         """The region requests are signed for, resolved once per source."""
         if self._region is None:
-            self._region = region_of(self._options)
+            self._region = self._client.region if self._client is not None else region_of(self._options)
         return self._region
 
     def _hand_credentials(self, native: _native.S3Source) -> None:
         """Give `native` the chain's current credentials (unsigned requests when there are none)."""
         if self._credentials is None:
-            self._credentials = _session(self._options.profile_name).get_credentials()
+            self._credentials = (
+                self._client.credentials
+                if self._client is not None
+                else environment_credentials(self._options)
+            )
         credentials: Any = self._credentials
         region = self._signing_region()
         if credentials is None:

@@ -4,11 +4,13 @@ signal_dataset resolves every shard to a URI (`read_instructions`); this module
 only decides, from those URIs and the store the dataset was opened with, which
 byte source the native core gets. Local paths need none (the core maps them,
 or reads them with `preadv` when they are not in the page cache). `s3://`
-shards get an `S3RangeSource` built from the settings of signal_dataset's own
-S3 store (endpoint, region, profile, addressing style, attempts), so a dataset
-reads from the same place, with the same credentials, as `signal_dataset.open`
-would. `gs://` shards get a `GcsRangeSource` with the endpoint of signal_dataset's
-own GCS store (its google-cloud-storage client's, which honours
+shards get an `S3RangeSource` that sends its requests where the client of the
+dataset's own S3 store sends them, signed with that client's credentials
+(attempts from the store's settings), so a dataset reads from the same place,
+as the same identity, as `signal_dataset.open` would; a store whose client is
+no boto3 client stays with signal_dataset's reader. `gs://` shards get a
+`GcsRangeSource` with the endpoint of signal_dataset's own GCS store (its
+google-cloud-storage client's, which honours
 `STORAGE_EMULATOR_HOST`) and google-auth's credentials, when google-auth is
 installed. Anything else stays with signal_dataset's reader, and the reason
 says why.
@@ -24,6 +26,7 @@ from signal_dataset.storage import GCSObjectStore, S3ObjectStore
 
 from sds_loader.storage.gcs_source import GcsRangeSource, options_of
 from sds_loader.storage.native_range import DEFAULT_REQUESTS_IN_FLIGHT, NativeRangeSource
+from sds_loader.storage.s3_client import identity_of
 from sds_loader.storage.s3_source import S3RangeSource
 
 
@@ -44,6 +47,12 @@ def unavailable_reason(dataset: sds.Dataset, uris: Sequence[str]) -> str | None:
         return None
     if schemes == {"s3"}:
         if isinstance(dataset.object_store, S3ObjectStore):
+            client = getattr(dataset.object_store, "_client", None)
+            if identity_of(client) is None:
+                return (
+                    f"the dataset's S3ObjectStore holds a {type(client).__name__}, not a boto3 client, so "
+                    "where it sends requests and as whom is unknown to the native reader"
+                )
             return None
         return (
             f"the dataset's store is a {type(dataset.object_store).__name__}, not signal_dataset's "
@@ -81,4 +90,5 @@ def for_shards(
     if isinstance(store, GCSObjectStore):
         return GcsRangeSource(uris, options_of(store), requests_in_flight=in_flight)
     assert isinstance(store, S3ObjectStore)
-    return S3RangeSource(uris, store.options, requests_in_flight=in_flight)
+    client = identity_of(getattr(store, "_client", None))
+    return S3RangeSource(uris, store.options, client=client, requests_in_flight=in_flight)

@@ -1,12 +1,28 @@
-"""The object store a dataset is opened with, made safe for the current process.
+"""The object store a dataset is opened with, used as it was given, and made safe for each process.
+
+A store the caller passes is the store the dataset is read through: its
+control documents go through that store object, and the native source sends
+its ranged GETs to that store's endpoint with that store's credentials
+(storage/s3_client.py). The environment's endpoint and credential chain are
+used only where no store was passed.
 
 signal_dataset's S3 store holds a boto3 client, whose pooled sockets a forked
 child would share with its parent: two processes writing requests into one
-connection read each other's answers. A child therefore gets a new store with
-the same settings (`S3Options`: endpoint, region, profile, addressing style,
-retries); the credential chain is boto3's own in every process. Other stores
-are passed on unchanged: the local store holds no connections, and a store a
-user built around an injected client is the user's to make fork-safe.
+connection read each other's answers. A forked child therefore gets a store
+of its own that talks to the same endpoint as the same identity: one built
+from the same `S3Options` when the store's client is what those options build
+(the same endpoint and access key as the environment resolves), otherwise a
+twin of the client (same endpoint, region, configuration, and its credentials
+as they were at the fork). Other stores are passed on unchanged: the local
+store holds no connections, and any other kind is the user's to make
+fork-safe.
+
+Crossing to another interpreter (a spawned worker, the fallback's helper)
+takes a pickle, and credentials never go into one: a store that options
+rebuild alike crosses as its options; a store around a client with an
+endpoint or keys of its own cannot cross, and `portable` says so and how to
+fix it, rather than letting the other side read with the environment's
+identity.
 
 S3 stores are also kept, one per settings, for the life of the process.
 Building a boto3 client parses S3's service model: about 0.1 s of CPU, more
@@ -24,15 +40,23 @@ from __future__ import annotations
 import os
 import pickle
 import threading
+import weakref
 
 from signal_dataset.storage import ObjectStore, S3ObjectStore, S3Options, default_registry
 from signal_dataset.storage.paths import s3_parts
+
+from sds_loader.storage.s3_client import access_key_of, identity_of, twin_client
 
 #: This process's S3 stores by their settings, and by (registry backend, bucket)
 #: for roots opened without a store.
 _BY_OPTIONS: dict[S3Options, S3ObjectStore] = {}
 _BY_BACKEND: dict[tuple[object, str], S3ObjectStore] = {}
 _LOCK = threading.Lock()
+
+#: The process each store a caller passed was first seen in, and the store a
+#: forked child uses in its place.
+_HOME: weakref.WeakKeyDictionary[S3ObjectStore, int] = weakref.WeakKeyDictionary()
+_CHILD_STORES: weakref.WeakKeyDictionary[S3ObjectStore, S3ObjectStore] = weakref.WeakKeyDictionary()
 
 
 def _forget_parent_stores() -> None:
@@ -41,6 +65,7 @@ def _forget_parent_stores() -> None:
     _LOCK = threading.Lock()
     _BY_OPTIONS.clear()
     _BY_BACKEND.clear()
+    _CHILD_STORES.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -48,15 +73,49 @@ if hasattr(os, "register_at_fork"):
 
 
 def for_this_process(store: ObjectStore | S3Options | None) -> ObjectStore | None:
-    """`store`, or this process's store with its settings where sharing it across a fork is unsafe.
+    """`store` as given, or in a forked child a store of its own with the same endpoint and identity.
 
     Takes what `portable` made of a store, too.
     """
-    if type(store) is S3ObjectStore:
-        return _with_options(store.options)
     if isinstance(store, S3Options):
         return _with_options(store)
-    return store
+    if type(store) is not S3ObjectStore:
+        return store
+    with _LOCK:
+        home = _HOME.setdefault(store, os.getpid())
+        if home == os.getpid():
+            return store
+        found = _CHILD_STORES.get(store)
+    if found is not None:
+        return found
+    made = _with_options(store.options) if rebuilds_alike(store) else _twin(store)
+    with _LOCK:
+        return _CHILD_STORES.setdefault(store, made)
+
+
+def rebuilds_alike(store: S3ObjectStore) -> bool:
+    """Whether a store built from `store.options` talks to the same endpoint as the same identity.
+
+    True for a store signal_dataset built from its options (its client is
+    what they build); False for a client with an endpoint or keys of its own.
+    """
+    from sds_loader.storage.s3_source import endpoint_of, environment_credentials, region_of
+
+    identity = identity_of(getattr(store, "_client", None))
+    if identity is None:
+        return False
+    options = store.options
+    if identity.endpoint_url.rstrip("/") != endpoint_of(options, region_of(options)).rstrip("/"):
+        return False
+    return access_key_of(identity.credentials) == access_key_of(environment_credentials(options))
+
+
+def _twin(store: S3ObjectStore) -> S3ObjectStore:
+    client = getattr(store, "_client", None)
+    identity = identity_of(client)
+    if identity is None:
+        return store  # not a boto3 client: the user's to make fork-safe
+    return S3ObjectStore(twin_client(client, identity), options=store.options)
 
 
 def for_root(uri: str, store: ObjectStore | S3Options | None) -> ObjectStore | None:
@@ -98,9 +157,23 @@ def portable(store: ObjectStore | None) -> ObjectStore | S3Options | None:
     """What of `store` can cross to another interpreter: an S3 store's settings,
     a store that pickles, or None (the other side resolves one from its registry,
     which is what a local store amounts to).
+
+    Raises `ValueError` for an S3 store around a client of the caller's own
+    (an endpoint or keys the environment does not give): its credentials do
+    not go into a pickle, and the other side must not read as someone else.
     """
     if type(store) is S3ObjectStore:
-        return store.options
+        if rebuilds_alike(store):
+            return store.options
+        identity = identity_of(getattr(store, "_client", None))
+        where = f" (endpoint {identity.endpoint_url})" if identity is not None else ""
+        raise ValueError(
+            f"this dataset's S3ObjectStore wraps a client of its own{where}, whose credentials "
+            "cannot be sent to another process; start DataLoader workers with fork (the default on "
+            "Linux), or describe the store with S3Options and the environment's credentials "
+            "(signal_dataset.storage.default_registry().register(s3_backend(options))) so that "
+            "every process builds the same one"
+        )
     try:
         pickle.dumps(store)
     except Exception:  # noqa: BLE001 - whatever stops pickling, the answer is the same
