@@ -25,7 +25,15 @@ import signal_dataset as sds
 from botocore.config import Config
 from native_required import _native  # noqa: F401
 from rclone_server import KEY, SECRET
-from s3_fixtures import BUCKET, endpoint_options, rclone_dataset, rclone_process, rclone_server  # noqa: F401
+from s3_fixtures import (  # noqa: F401
+    BUCKET,
+    endpoint_options,
+    rclone_dataset,
+    rclone_process,
+    rclone_server,
+    s3_dataset,
+    s3_server,
+)
 from s3_server import FaultProxy
 from sds_factory import capture, write_dataset
 from signal_dataset.storage import S3ObjectStore, default_registry
@@ -192,3 +200,46 @@ def test_a_stalled_announcement_counts_against_the_reads_own_attempts(rclone_ser
         source.close()
     finally:
         proxy.close()
+
+
+class _Concatenated:
+    """Two views' entries one after the other: what `publish_reference` publishes."""
+
+    def __init__(self, first: sds.DatasetView, second: sds.DatasetView) -> None:
+        self._parts = (first, second)
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self._parts)
+
+    def _entries_range(self, start: int, stop: int) -> tuple:  # type: ignore[type-arg]
+        import dataclasses
+
+        entries = []
+        offset = 0
+        for part in self._parts:
+            low, high = max(start - offset, 0), min(stop - offset, len(part))
+            if low < high:
+                for entry in part._entries_range(low, high):
+                    entries.append(dataclasses.replace(entry, first_ordinal=entry.first_ordinal + offset))
+            offset += len(part)
+        return tuple(entries)
+
+
+def test_shards_in_several_stores_are_read_by_signal_dataset(s3_server, s3_dataset, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from signal_dataset.dataset.references import publish_reference
+
+    uri, _ = s3_dataset
+    local = tmp_path / "local"
+    write_dataset(local, 8, functools.partial(capture, samples=4096), records_per_shard=4)
+    # A view in S3 whose manifests name shards in S3 and on the local disk.
+    view = f"{uri.rstrip('/')}-mixed-{tmp_path.name}"
+    both = _Concatenated(sds.open(uri).select([3, 40]), sds.open(os.fspath(local)).select([6, 1]))
+    publish_reference(both, view, dataset_id="mixed", snapshot_id="v1")
+    reader = sds_loader.BatchReader(view, fields=("samples",))
+    assert "several stores" in (reader.native_unavailable_reason or "")
+    batch = reader.read([3, 0, 2])
+    opened = sds.open(view)
+    assert [row.tobytes() for row in batch["samples"]] == [
+        opened[i]["samples"].data.tobytes() for i in (3, 0, 2)
+    ]
+    assert reader.stats.fallback_records == 3

@@ -539,7 +539,16 @@ class BatchReader:
                 layout = layout.windowed(window_length)
             if out is not None:
                 return adopt(out, layout, ordinals.size)
-            return allocate(layout, ordinals.size, allocator)
+            try:
+                return allocate(layout, ordinals.size, allocator)
+            except (ValueError, MemoryError) as exc:
+                if window_length is None or allocator is not None:
+                    raise
+                raise ValueError(
+                    f"window={self._window!r} asks for rows of {window_length} positions: a batch of "
+                    f"{ordinals.size} with them cannot be allocated ({exc}); pass a Window of a "
+                    "length the records can hold"
+                ) from None
 
         arrays = buffers(schema)
         if ordinals.size == 0:

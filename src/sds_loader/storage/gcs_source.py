@@ -14,11 +14,13 @@ What stays in Python is what signal_dataset and google-auth already know:
   signal_dataset's `GCSObjectStore` was made with, which honours
   `STORAGE_EMULATOR_HOST` and `client_options`; without one,
   `STORAGE_EMULATOR_HOST` when set, else `https://storage.googleapis.com`;
-- who is asking: an OAuth 2 access token from `google.auth.default()`
-  (read-only scope), refreshed in this process before it expires and handed
-  to the native source as an `Authorization: Bearer` header. Requests go
-  anonymous when an emulator is used (as the client does) or when no
-  credentials are found; a refusal then says so.
+- who is asking: the credentials of that client when it carries its own (a
+  client made with `credentials=`), else an OAuth 2 access token from
+  `google.auth.default()` (read-only scope); either is refreshed in this
+  process before it expires and handed to the native source as an
+  `Authorization: Bearer` header, so a store's own identity is never swapped
+  for the environment's. Requests go anonymous when an emulator is used (as
+  the client does) or when no credentials are found; a refusal then says so.
 """
 
 from __future__ import annotations
@@ -93,6 +95,20 @@ def options_of(store: object | None = None) -> GcsOptions:
     return GcsOptions()
 
 
+def credentials_of(store: object | None) -> Any:
+    """The google-auth credentials the store's client signs with, or None (the environment's are used).
+
+    Anonymous credentials (an emulator's client) count as none: `options_of`
+    already makes such requests anonymous.
+    """
+    credentials = getattr(getattr(store, "_client", None), "_credentials", None)
+    if credentials is None or not hasattr(credentials, "token") or not hasattr(credentials, "valid"):
+        return None
+    from google.auth.credentials import AnonymousCredentials
+
+    return None if isinstance(credentials, AnonymousCredentials) else credentials
+
+
 def object_url(endpoint: str, bucket: str, key: str) -> str:
     """The JSON API media URL of `bucket`/`key` at `endpoint`."""
     return (
@@ -106,8 +122,10 @@ class GcsRangeSource(NativeRangeSource):
 
     `uris` are the `gs://` shard objects in the core's file numbering;
     `options` say where they live and whether requests carry a token
-    (`options_of(dataset.object_store)` gives those of the dataset's store).
-    The other arguments are as for `S3RangeSource`.
+    (`options_of(dataset.object_store)` gives those of the dataset's store);
+    `credentials` (`credentials_of(dataset.object_store)`), when given, are
+    what the token comes from instead of `google.auth.default()`. The other
+    arguments are as for `S3RangeSource`.
     """
 
     def __init__(
@@ -115,6 +133,7 @@ class GcsRangeSource(NativeRangeSource):
         uris: Sequence[str],
         options: GcsOptions | None = None,
         *,
+        credentials: Any = None,
         requests_in_flight: int = DEFAULT_REQUESTS_IN_FLIGHT,
         backoff_seconds: float = 0.1,
         backoff_max_seconds: float = 5.0,
@@ -137,6 +156,9 @@ class GcsRangeSource(NativeRangeSource):
         )
         #: Whether google.auth.default() was asked in this process and found nothing.
         self._none_found = False
+        #: The store's own credentials (never pickled: see __getstate__).
+        self._given = credentials
+        self._credentials = credentials
 
     @property
     def options(self) -> GcsOptions:
@@ -156,6 +178,8 @@ class GcsRangeSource(NativeRangeSource):
         if self._options.anonymous:
             native.set_bearer_token("")
             return
+        if self._credentials is None and self._given is not None:
+            self._credentials = self._given
         if self._credentials is None and not self._none_found:
             import google.auth
             from google.auth.exceptions import DefaultCredentialsError
@@ -185,3 +209,12 @@ class GcsRangeSource(NativeRangeSource):
     def _forget_parent(self) -> None:
         super()._forget_parent()
         self._none_found = False
+
+    def __getstate__(self) -> dict[str, object]:
+        if self._given is not None:
+            raise ValueError(
+                f"the source of {self._uris[0]} signs with the credentials of the store's own client, "
+                "which are not sent to another process; use fork, or let google.auth.default() find "
+                "the credentials in every process"
+            )
+        return super().__getstate__()

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import signal_dataset as sds
 from signal_dataset.storage import GCSObjectStore, S3ObjectStore
 
-from sds_loader.storage.gcs_source import GcsRangeSource, options_of
+from sds_loader.storage.gcs_source import GcsRangeSource, credentials_of, options_of
 from sds_loader.storage.native_range import DEFAULT_REQUESTS_IN_FLIGHT, NativeRangeSource
 from sds_loader.storage.s3_client import identity_of
 from sds_loader.storage.s3_source import S3RangeSource
@@ -88,7 +88,9 @@ def for_shards(
     store = dataset.object_store
     in_flight = DEFAULT_REQUESTS_IN_FLIGHT if requests_in_flight is None else requests_in_flight
     if isinstance(store, GCSObjectStore):
-        return GcsRangeSource(uris, options_of(store), requests_in_flight=in_flight)
+        return GcsRangeSource(
+            uris, options_of(store), credentials=credentials_of(store), requests_in_flight=in_flight
+        )
     assert isinstance(store, S3ObjectStore)
     client = identity_of(getattr(store, "_client", None))
     return S3RangeSource(uris, store.options, client=client, requests_in_flight=in_flight)
