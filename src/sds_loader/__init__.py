@@ -3,7 +3,13 @@
 from sds_loader._version import __version__ as __version__
 from sds_loader.annotations import Annotations
 from sds_loader.dataset_root import DatasetNotFoundError
-from sds_loader.errors import CorruptShardError, MixedShapesError, TargetError, UnknownNameError
+from sds_loader.errors import (
+    CorruptShardError,
+    MixedShapesError,
+    TargetError,
+    UnknownNameError,
+    UnsafePathError,
+)
 from sds_loader.reader import BatchReader, ReadStats
 from sds_loader.windows import Window
 
@@ -16,5 +22,6 @@ __all__ = [
     "ReadStats",
     "TargetError",
     "UnknownNameError",
+    "UnsafePathError",
     "Window",
 ]
