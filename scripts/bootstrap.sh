@@ -55,7 +55,7 @@ fi
 # torchdata 0.11 (StatefulDataLoader) asks only for torch>=2; without --no-deps a
 # resolver could still swap torch for another build.
 "$PY" -m pip install -q --no-deps "torchdata==0.11.0"
-"$PY" -m pip install -q --no-build-isolation -e ".[test,bench,torch,lint]"
+"$PY" -m pip install -q --no-build-isolation -e ".[test,test-torch,bench,torch,lint]"
 
 if [ $# -gt 0 ]; then
     # The environment's own entry points first on PATH; `python` and

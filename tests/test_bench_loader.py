@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import torch_required  # noqa: F401 - skips this module without torch
+
 import re
 
 import pytest
 import sds_factory
 
 from sds_loader import cli
-
-pytest.importorskip("torch")
-
-from sds_loader.cli.bench import loader  # noqa: E402
+from sds_loader.cli.bench import loader
 
 
 @pytest.fixture()

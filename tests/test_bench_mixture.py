@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import torch_required  # noqa: F401 - skips this module without torch
+
 import re
 
 import pytest
 
 from sds_loader import cli
-
-pytest.importorskip("torch")
-
-from sds_loader.cli.bench import mixture  # noqa: E402
+from sds_loader.cli.bench import mixture
 
 
 def test_mixture_bench_prints_and_writes_every_row(

@@ -99,6 +99,9 @@ def test_the_proxy_counts_every_request_and_body_byte(rclone_dataset, rclone_ser
 
 def test_a_shaped_run_reads_every_method_through_the_proxy_and_counts_it(rclone_dataset, tmp_path, capsys):
     """--latency-ms/--bandwidth-mbps: all rows read through the shaping proxy, which counts them."""
+    # The ShardAwareSampler row, a torch Sampler.
+    import torch_required  # noqa: F401 - skips this test without torch
+
     uri, local = rclone_dataset
     status = main(
         [

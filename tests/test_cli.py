@@ -296,6 +296,9 @@ def _check_bench_document(document, variants, records):
 
 
 def test_bench_on_a_dataset_writes_every_row(capsys, zstd_root, tmp_path):
+    # The rows read through DataLoader, and the baseline every ratio is taken against.
+    import torch_required  # noqa: F401 - skips this test without torch
+
     out_dir = tmp_path / "results"
     code, out, err = run_cli(
         capsys,
@@ -330,6 +333,8 @@ def test_bench_on_a_dataset_writes_every_row(capsys, zstd_root, tmp_path):
 
 
 def test_bench_builtin_dataset_is_written_once_and_measured_per_variant(capsys, tmp_path, monkeypatch):
+    import torch_required  # noqa: F401 - skips this test without torch
+
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv(builtin.RECORDS_ENV, "12")
     out_dir = tmp_path / "results"
@@ -365,6 +370,8 @@ def test_builtin_size_override():
 
 
 def test_bench_cold_drops_pages_and_times_each_thread_count(capsys, zstd_root, tmp_path):
+    import torch_required  # noqa: F401 - skips this test without torch
+
     out_dir = tmp_path / "cold"
     code, out, err = run_cli(
         capsys,

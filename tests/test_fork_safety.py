@@ -13,6 +13,8 @@ that the check itself cannot cause the crash).
 
 from __future__ import annotations
 
+from torch_required import torch
+
 import multiprocessing
 import os
 
@@ -20,12 +22,10 @@ import numpy as np
 import pytest
 from s3_fixtures import rclone_process, rclone_server, upload_dataset  # noqa: F401
 from sds_factory import capture, write_dataset
+from torch.utils.data import DataLoader
 
 import sds_loader
 from sds_loader.torch import SDSTorchDataset, collate
-
-torch = pytest.importorskip("torch")
-from torch.utils.data import DataLoader  # noqa: E402
 
 TRANSPOSED = "group_size:1,transpose:true"
 

@@ -193,7 +193,8 @@ def test_google_auth_credentials_are_sent_as_a_bearer_token(monkeypatch):
 
 
 def test_dataloader_with_forked_workers_reads_exactly(gcs_dataset):
-    torch = pytest.importorskip("torch")
+    from torch_required import torch
+
     from torch.utils.data import DataLoader
 
     from sds_loader.torch import SDSTorchDataset, collate

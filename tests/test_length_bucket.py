@@ -3,18 +3,17 @@ samplers' shared contract (order per seed and epoch, rank partitions, exact resu
 
 from __future__ import annotations
 
+import torch_required  # noqa: F401 - skips this module without torch
+
 import numpy as np
 import pytest
 import signal_dataset as sds
+from sds_factory import write_dataset
+from torch.utils.data import DataLoader
 
-torch = pytest.importorskip("torch")
-
-from sds_factory import write_dataset  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
-
-from sds_loader import Window  # noqa: E402
-from sds_loader.samplers.length_bucket import padding_waste  # noqa: E402
-from sds_loader.torch import LengthBucketSampler, SDSTorchDataset, collate  # noqa: E402
+from sds_loader import Window
+from sds_loader.samplers.length_bucket import padding_waste
+from sds_loader.torch import LengthBucketSampler, SDSTorchDataset, collate
 
 RECORDS = 600
 BATCH = 16

@@ -9,6 +9,8 @@ at 1000), so a row names its record wherever it was read.
 
 from __future__ import annotations
 
+from torch_required import torch
+
 import functools
 import os
 import pickle
@@ -17,17 +19,14 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 import signal_dataset as sds
+from s3_fixtures import rclone_server, upload_dataset  # noqa: F401
+from sds_factory import capture, write_dataset
+from torch.utils.data import DataLoader, get_worker_info
 
-torch = pytest.importorskip("torch")
-
-from s3_fixtures import rclone_server, upload_dataset  # noqa: E402, F401
-from sds_factory import capture, write_dataset  # noqa: E402
-from torch.utils.data import DataLoader, get_worker_info  # noqa: E402
-
-from sds_loader import MixedShapesError, Window  # noqa: E402
-from sds_loader.samplers import MixtureSampler, ShardAwareSampler  # noqa: E402
-from sds_loader.samplers.mixture import batch_quotas  # noqa: E402
-from sds_loader.torch import Batch, Mixture, SDSTorchDataset, collate  # noqa: E402
+from sds_loader import MixedShapesError, Window
+from sds_loader.samplers import MixtureSampler, ShardAwareSampler
+from sds_loader.samplers.mixture import batch_quotas
+from sds_loader.torch import Batch, Mixture, SDSTorchDataset, collate
 
 SIZES = (120, 50)
 #: Member 1's "index" metadata starts here, so an index names its member.

@@ -9,6 +9,8 @@ class, id and ordinal in the member, the row's status and its items.
 
 from __future__ import annotations
 
+from torch_required import torch
+
 import multiprocessing
 import os
 from typing import Any
@@ -16,7 +18,6 @@ from typing import Any
 import numpy as np
 import pytest
 import signal_dataset as sds
-import torch
 from annotation_factory import COUNT, MODULATIONS, write_annotated
 from native_required import _native  # noqa: F401 - a build without it fails the run (conftest.py)
 from torch.utils.data import DataLoader

@@ -12,6 +12,8 @@ labels, windows, annotation rows and extras.
 
 from __future__ import annotations
 
+from torch_required import torch
+
 import multiprocessing
 import os
 from typing import Any
@@ -19,7 +21,6 @@ from typing import Any
 import numpy as np
 import pytest
 import signal_dataset as sds
-import torch
 from annotation_factory import COUNT, MODULATIONS, write_annotated
 from native_required import _native  # noqa: F401 - a build without it fails the run (conftest.py)
 from s3_fixtures import s3_dataset, s3_server  # noqa: F401 - fixtures

@@ -64,7 +64,8 @@ def test_object_store_passed_through(rclone_server, rclone_dataset):
 
 
 def test_dataloader_forked_persistent_workers(rclone_dataset):
-    torch = pytest.importorskip("torch")
+    from torch_required import torch
+
     from torch.utils.data import DataLoader
 
     from sds_loader.torch import SDSTorchDataset, collate
@@ -91,9 +92,10 @@ def test_dataloader_forked_persistent_workers(rclone_dataset):
 
 def test_a_pickled_dataset_carries_the_store_settings(rclone_server, rclone_dataset):
     """What a spawned worker gets: the endpoint registered in this process, as settings."""
+    import torch_required  # noqa: F401 - skips this test without torch
+
     import pickle
 
-    pytest.importorskip("torch")
     from sds_loader.torch import SDSTorchDataset
 
     uri, _ = rclone_dataset
@@ -107,6 +109,8 @@ def test_a_pickled_dataset_carries_the_store_settings(rclone_server, rclone_data
 
 def test_record_metadata_is_read_natively_too(rclone_dataset):
     """Samplers and windows learn record lengths from the metadata shards, in S3 as well."""
+    import torch_required  # noqa: F401 - skips this test without torch
+
     from sds_loader.samplers.length_bucket import record_lengths
 
     uri, _ = rclone_dataset

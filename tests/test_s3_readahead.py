@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from native_required import _native  # noqa: E402, F401
 from s3_fixtures import endpoint_options, rclone_dataset, rclone_server  # noqa: F401
 from s3_server import FaultProxy
@@ -139,9 +138,10 @@ def test_a_process_that_exits_while_announcing_exits_cleanly(rclone_server, rclo
 
 def test_the_sampler_announces_further_ahead_in_object_storage(rclone_dataset, tmp_path):
     """A round trip there is tens of milliseconds: four stretches ahead, not two."""
+    import torch_required  # noqa: F401 - skips this test without torch
+
     import functools
 
-    pytest.importorskip("torch")
     from sds_factory import capture, write_dataset
 
     from sds_loader.samplers import ShardAwareSampler
@@ -157,7 +157,8 @@ def test_the_sampler_announces_further_ahead_in_object_storage(rclone_dataset, t
 def test_the_sampler_learns_the_runs_from_the_reader_without_a_request(
     rclone_server, rclone_dataset, monkeypatch
 ):
-    pytest.importorskip("torch")
+    import torch_required  # noqa: F401 - skips this test without torch
+
     from sds_loader.samplers import ShardAwareSampler, shard_aware
 
     uri, _ = rclone_dataset

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import torch_required  # noqa: F401 - skips this module without torch
+
 import functools
 
 import numpy as np
 import pytest
+from sds_factory import assert_matches_reference, capture, write_dataset
+from torch.utils.data import DataLoader
 
-torch = pytest.importorskip("torch")
-
-from sds_factory import assert_matches_reference, capture, write_dataset  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
-
-from sds_loader.samplers import ShardAwareSampler  # noqa: E402
-from sds_loader.torch import SDSTorchDataset, collate  # noqa: E402
+from sds_loader.samplers import ShardAwareSampler
+from sds_loader.torch import SDSTorchDataset, collate
 
 RECORDS = 100
 

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
+from torch_required import torch
+
 import functools
 
 import numpy as np
 import pytest
 import signal_dataset as sds
+from sds_factory import capture, write_dataset
+from torch.utils.data import DataLoader
 
-torch = pytest.importorskip("torch")
-
-from sds_factory import capture, write_dataset  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
-
-from sds_loader.addressing import shard_table  # noqa: E402
-from sds_loader.samplers import EpochSampler, ShardAwareSampler  # noqa: E402
-from sds_loader.samplers.shard_aware import cut_runs  # noqa: E402
-from sds_loader.torch import SDSTorchDataset, collate  # noqa: E402
+from sds_loader.addressing import shard_table
+from sds_loader.samplers import EpochSampler, ShardAwareSampler
+from sds_loader.samplers.shard_aware import cut_runs
+from sds_loader.torch import SDSTorchDataset, collate
 
 #: Large enough for mixing statistics, small enough to write in a few seconds.
 RECORDS = 4096

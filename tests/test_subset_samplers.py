@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch_required  # noqa: F401 - skips this module without torch
+
 from collections.abc import Sequence
 
 import numpy as np

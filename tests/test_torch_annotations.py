@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from torch_required import torch
+
 import multiprocessing
 from typing import Any
 
 import numpy as np
 import pytest
 import signal_dataset as sds
-import torch
 from annotation_factory import COUNT, MODULATIONS, write_annotated
 from torch.utils.data import DataLoader, Subset
 

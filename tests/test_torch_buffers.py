@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
+from torch_required import torch
+
 import gc
 import pickle
 import threading
 
 import numpy as np
 import pytest
+from sds_factory import write_dataset
+from torch.utils.data import DataLoader
 
-torch = pytest.importorskip("torch")
-
-from sds_factory import write_dataset  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
-
-from sds_loader import torch_buffers  # noqa: E402
-from sds_loader.dtypes import SAFETENSORS_TO_NUMPY  # noqa: E402
-from sds_loader.torch import SDSTorchDataset, collate  # noqa: E402
-from sds_loader.torch_buffers import (  # noqa: E402
+from sds_loader import torch_buffers
+from sds_loader.dtypes import SAFETENSORS_TO_NUMPY
+from sds_loader.torch import SDSTorchDataset, collate
+from sds_loader.torch_buffers import (
     PAGE_SIZE,
     PagePool,
     SharedMemorySource,
     torch_dtype,
 )
-from sds_loader.torch_ring import RingBatch  # noqa: E402
+from sds_loader.torch_ring import RingBatch
 
 RECORDS = 24
 

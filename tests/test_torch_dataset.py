@@ -8,6 +8,8 @@ dtypes, shapes and values.
 
 from __future__ import annotations
 
+from torch_required import torch
+
 import gc
 import os
 import pickle
@@ -18,14 +20,11 @@ import sys
 import numpy as np
 import pytest
 import signal_dataset as sds
+from sds_factory import field, write_dataset
+from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
 
-torch = pytest.importorskip("torch")
-
-from sds_factory import field, write_dataset  # noqa: E402
-from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info  # noqa: E402
-
-from sds_loader import TargetError  # noqa: E402
-from sds_loader.torch import Batch, SDSTorchDataset, collate  # noqa: E402
+from sds_loader import TargetError
+from sds_loader.torch import Batch, SDSTorchDataset, collate
 
 RECORDS = 40
 CLASSES = 4

@@ -7,6 +7,8 @@ loader state saved, and finished by new processes that load it.
 
 from __future__ import annotations
 
+import torch_required  # noqa: F401 - skips this module without torch
+
 import json
 import os
 import subprocess
@@ -16,7 +18,6 @@ import numpy as np
 import pytest
 import signal_dataset as sds
 
-pytest.importorskip("torch")
 pytest.importorskip("torch.distributed")
 
 from s3_fixtures import rclone_server, upload_dataset  # noqa: E402, F401

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import torch_required  # noqa: F401 - skips this module without torch
+
 import importlib.util
 import os
 import re
 
 import pytest
-
-pytest.importorskip("torch")
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "train_classifier.py")
 

@@ -6,6 +6,8 @@ that matter for reuse keep batches alive while the workers go on writing.
 
 from __future__ import annotations
 
+from torch_required import torch
+
 import functools
 import gc
 import multiprocessing
@@ -17,16 +19,13 @@ import warnings
 import numpy as np
 import pytest
 import signal_dataset as sds
+from sds_factory import capture, write_dataset
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
 
-torch = pytest.importorskip("torch")
-
-from sds_factory import capture, write_dataset  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
-from torch.utils.data.distributed import DistributedSampler  # noqa: E402
-
-from sds_loader import torch_ring  # noqa: E402
-from sds_loader.torch import Batch, SDSTorchDataset, collate  # noqa: E402
-from sds_loader.torch_ring import WorkerRing  # noqa: E402
+from sds_loader import torch_ring
+from sds_loader.torch import Batch, SDSTorchDataset, collate
+from sds_loader.torch_ring import WorkerRing
 
 RECORDS = 120
 BATCH = 8

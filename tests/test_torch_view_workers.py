@@ -10,6 +10,8 @@ test instead of the suite.
 
 from __future__ import annotations
 
+import torch_required  # noqa: F401 - skips this module without torch
+
 import os
 import subprocess
 import sys

@@ -4,19 +4,18 @@ fixed by (seed, epoch, ordinal), moved by set_epoch in every worker, and
 
 from __future__ import annotations
 
+from torch_required import torch
+
 import os
 
 import numpy as np
 import pytest
 import signal_dataset as sds
+from sds_factory import write_dataset
+from torch.utils.data import DataLoader
 
-torch = pytest.importorskip("torch")
-
-from sds_factory import write_dataset  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
-
-from sds_loader import Window  # noqa: E402
-from sds_loader.torch import SDSTorchDataset, collate  # noqa: E402
+from sds_loader import Window
+from sds_loader.torch import SDSTorchDataset, collate
 
 RECORDS = 12
 WINDOW = 16

@@ -64,7 +64,8 @@ def test_a_path_that_is_no_dataset_is_named_with_what_a_root_holds(not_a_root):
 
 
 def test_the_torch_dataset_names_the_path_too(not_a_root):
-    pytest.importorskip("torch")
+    import torch_required  # noqa: F401 - skips this test without torch
+
     from sds_loader.torch import SDSTorchDataset
 
     path, why = not_a_root
@@ -122,7 +123,8 @@ def test_batch_reader_checks_names_when_made(root, kwargs, error, argument, avai
     ],
 )
 def test_torch_dataset_names_the_argument_the_user_passed(root, kwargs, argument, available):
-    pytest.importorskip("torch")
+    import torch_required  # noqa: F401 - skips this test without torch
+
     from sds_loader.torch import SDSTorchDataset
 
     with pytest.raises(sds_loader.UnknownNameError) as caught:
