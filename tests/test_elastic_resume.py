@@ -250,6 +250,20 @@ def test_whole_rounds_take_a_prefix_of_the_one_sequence(roots, world) -> None:
             assert share[number * stretch : (number + 1) * stretch] == one_rank[first : first + stretch]
 
 
+def test_a_save_partway_through_stretches_keeps_the_rest_of_them_whole(roots) -> None:
+    make = shard_aware(roots)
+    one_rank = epoch_units(make)
+    stretch = 6
+    _, state = interrupted(make, 2, 1)  # 4 records of each rank's first stretch of 6
+    # One rank walks the rest of the epoch from its third stretch, and takes
+    # the two stretches' last two records each at the end.
+    assert resumed(make, 1, state) == [one_rank[12:] + one_rank[4:6] + one_rank[10:12]]
+    for world in (3, 4):
+        for rank, share in enumerate(resumed(make, world, state)):
+            first = (2 + rank) * stretch
+            assert share[:stretch] == one_rank[first : first + stretch]
+
+
 def test_batch_samplers_keep_their_batches(roots) -> None:
     """A resumed rank hands out the epoch's own batches: bucketed by length, mixed by weight."""
     for kind in ("length-bucket", "mixture"):
@@ -295,7 +309,7 @@ def test_states_that_do_not_fit_are_refused(roots) -> None:
         make(3, 0).load_state_dict({**state, "consumed": 7})
     with pytest.raises(ValueError, match="at most 150 for its spans"):
         make(3, 0).load_state_dict({**state, "consumed": 160})
-    with pytest.raises(ValueError, match="spans must be increasing, disjoint"):
+    with pytest.raises(ValueError, match="spans must be disjoint"):
         make(3, 0).load_state_dict({**state, "spans": [[0, 100], [90, 150]]})
     with pytest.raises(ValueError, match="saved by an sds-loader before 0.3"):
         make(3, 0).load_state_dict({"epoch": 1, "seed": 3, "yielded": 4, "layout": state["layout"]})

@@ -26,10 +26,14 @@ With ``block=1`` (batches) that is round-robin: step s takes positions
 at every step.
 
 A resume on another world size continues from *what is left*: the positions
-that the old world's steps did not take, in the sequence's order, which the
-new world deals out afresh as above. A pass over what is left is described
-by its *spans*, ``[start, stop)`` stretches of the epoch's sequence; the
-whole epoch is one span.
+that the old world's steps did not take, which the new world deals out
+afresh as above. They come in the sequence's order from the first block no
+rank had begun, so the blocks of the rest of the epoch stay whole (a block
+cut in two mixes two stretches' records); the remainders of the blocks
+the old ranks were partway through (at most one block per old rank) follow
+them, at the end. A pass over what is left is described by its *spans*,
+``[start, stop)`` stretches of the epoch's sequence, in the order the pass
+takes them; the whole epoch is one span.
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ def span_positions(spans: Sequence[tuple[int, int]]) -> np.ndarray:
 
 
 def spans_of(positions: np.ndarray) -> list[tuple[int, int]]:
-    """Increasing `positions` as the fewest ``[start, stop)`` spans."""
+    """`positions` as the fewest ``[start, stop)`` spans that list them in order."""
     if positions.size == 0:
         return []
     breaks = np.flatnonzero(np.diff(positions) != 1) + 1
@@ -93,8 +97,15 @@ def spans_of(positions: np.ndarray) -> list[tuple[int, int]]:
 def spans_left(
     spans: Sequence[tuple[int, int]], num_replicas: int, block: int, drop_last: bool, steps: int
 ) -> list[tuple[int, int]]:
-    """What is left of a pass over `spans` after `steps` steps of a world of `num_replicas`."""
+    """What is left of a pass over `spans` after `steps` steps of a world of `num_replicas`.
+
+    From the first block that no rank had begun, in order, then what is left
+    before it: the rest of the pass keeps its blocks where they were.
+    """
     positions = span_positions(spans)
+    taken = taken_positions(positions.size, num_replicas, block, drop_last, steps)
     left = np.ones(positions.size, dtype=bool)
-    left[taken_positions(positions.size, num_replicas, block, drop_last, steps)] = False
-    return spans_of(positions[left])
+    left[taken] = False
+    begun = -(-(int(taken.max()) + 1) // block) * block if taken.size else 0
+    order = np.concatenate([np.flatnonzero(left[begun:]) + begun, np.flatnonzero(left[:begun])])
+    return spans_of(positions[order])
