@@ -80,10 +80,11 @@ class LengthBucketSampler(EpochSampler[list[int]]):
     collate_fn=collate)`` with ``SDSTorchDataset(uri, window=Window("time",
     None, pad=True))``. See this module's docstring for the order and
     `pool_batches`, and `sds_loader.samplers.contract` for determinism,
-    `num_replicas`/`rank` partitions (in whole batches), `set_epoch` and
-    exact `state_dict()`/`load_state_dict()` resume. `drop_last` drops the
-    epoch's last, short batch as well as the batches that would not divide
-    evenly among ranks.
+    `num_replicas`/`rank` partitions (whole batches, taken in turn),
+    `set_epoch` and `state_dict()`/`load_state_dict()` resume, exact on the
+    same world size and on another one every batch once, as it was formed.
+    `drop_last` drops the epoch's last, short batch as well as the batches
+    that would not divide evenly among ranks.
     """
 
     def __init__(

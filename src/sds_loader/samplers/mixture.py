@@ -25,13 +25,15 @@ both counts instead and keeps the randomness where it helps:
 It is a batch sampler (``DataLoader(mixture, batch_sampler=sampler)``): a
 batch lists member 0's records, then member 1's, and so on, so each
 member's part is one stretch of the batch's tensors, which the member reads
-into directly (see `sds_loader.torch.mixture`). Ranks take whole batches.
+into directly (see `sds_loader.torch.mixture`). Ranks take whole batches,
+in turn.
 A batch split into micro-batches should be split with that order in mind.
 
 Everything that `sds_loader.samplers.contract` promises holds: one order per
-(`seed`, epoch), `set_epoch`, `num_replicas`/`rank` partitions, exact resume
+(`seed`, epoch), `set_epoch`, `num_replicas`/`rank` partitions, resume
 through `state_dict()`/`load_state_dict()` (and torchdata's
-``StatefulDataLoader``). The member streams are seeded by (`seed`, member,
+``StatefulDataLoader``), exact on the same world size and on another one
+every batch once, with its shares. The member streams are seeded by (`seed`, member,
 pass through the member), not by the epoch, which is what lets them run on.
 
 `readahead` (default: two batches of records) announces the records up to

@@ -180,8 +180,10 @@ class ShardAwareSampler(EpochSampler[int]):
     ``DataLoader(dataset, batch_size=256, sampler=ShardAwareSampler(dataset),
     collate_fn=collate)``. See this module's docstring for the order and its
     two knobs, and `sds_loader.samplers.contract` for determinism,
-    `num_replicas`/`rank` partitions, `set_epoch` and exact
-    `state_dict()`/`load_state_dict()` resume.
+    `num_replicas`/`rank` partitions (a rank takes whole stretches of
+    ``run_length * runs_mixed`` records in turn with the others), `set_epoch`
+    and `state_dict()`/`load_state_dict()` resume, exact on the same world
+    size and on another one every record once.
     """
 
     def __init__(
