@@ -55,7 +55,9 @@ fi
 # torchdata 0.11 (StatefulDataLoader) asks only for torch>=2; without --no-deps a
 # resolver could still swap torch for another build.
 "$PY" -m pip install -q --no-deps "torchdata==0.11.0"
-"$PY" -m pip install -q --no-build-isolation -e ".[test,test-torch,bench,torch,lint]"
+# The ray extra (sds_loader.ray and its tests) brings pyarrow and Ray's own
+# dependencies: scripts/constraints.txt keeps numpy and torch as installed above.
+"$PY" -m pip install -q --no-build-isolation -c scripts/constraints.txt -e ".[test,test-torch,bench,torch,lint,ray]"
 
 if [ $# -gt 0 ]; then
     # The environment's own entry points first on PATH; `python` and
