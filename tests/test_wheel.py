@@ -1,20 +1,28 @@
 """scripts/build_wheel.sh makes a manylinux wheel that installs and reads without -dev packages.
 
-The wheel is built (reusing the editable install's build directory, so after
-a bootstrap little is compiled), repaired by auditwheel, and installed with
-pip into a fresh virtual environment. There it reads a dataset written by
-signal_dataset, byte for byte as signal_dataset reads it. That the machine
-has no -dev package cannot be arranged in a test; instead the extension's
-dynamic dependencies are checked to be the C and C++ runtimes and the
-libcurl grafted into the wheel, so the codecs and HighwayHash it uses are
-the ones linked into it.
+The wheel is built for the interpreter running the suite (reusing the
+editable install's build directory, so after a bootstrap little is
+compiled), repaired by auditwheel, and installed with pip into a fresh
+virtual environment. There it reads a dataset written by signal_dataset,
+byte for byte as signal_dataset reads it. scripts/test_python.sh, which runs
+the suite on Python 3.12 and 3.13 against the wheel it built for each, names
+that wheel in SDS_LOADER_WHEEL, and these tests check it instead of building
+another.
+
+That the machine has no -dev package cannot be arranged in a test; instead
+the extension's dynamic dependencies are checked to be the C and C++
+runtimes and the libcurl grafted into the wheel, so the codecs and
+HighwayHash it uses are the ones linked into it.
 
 Marked `wheel` (deselect with -m "not wheel"): it takes tens of seconds.
 """
 
 from __future__ import annotations
 
+import email.message
+import email.parser
 import glob
+import importlib.metadata
 import os
 import re
 import subprocess
@@ -25,6 +33,7 @@ import zipfile
 
 import pytest
 import sds_factory
+from packaging.specifiers import SpecifierSet
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: What a manylinux extension may load from the system (the rest must be inside it).
@@ -39,11 +48,16 @@ RUNTIMES = (
     "ld-linux",
 )
 
+#: A wheel built for this interpreter already, to check instead of building one.
+PREBUILT = "SDS_LOADER_WHEEL"
+
 pytestmark = pytest.mark.wheel
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> str:
+    if os.environ.get(PREBUILT):
+        return os.environ[PREBUILT]
     dist = tmp_path_factory.mktemp("dist")
     done = subprocess.run(
         ["bash", os.path.join(REPO, "scripts", "build_wheel.sh"), os.fspath(dist)],
@@ -75,6 +89,32 @@ def test_the_wheel_is_manylinux_with_the_libraries_inside(wheel, tmp_path):
         assert library.startswith(RUNTIMES) or grafted, f"{library} is loaded from the system: {needed}"
     curl = re.compile(r"sds_loader\.libs/libcurl-[0-9a-f]{8}\.so[.0-9]*")
     assert any(curl.fullmatch(name) for name in bundled), bundled
+
+
+def wheel_metadata(wheel: str) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as archive:
+        [metadata] = [
+            name for name in archive.namelist() if re.fullmatch(r"sds_loader-[^/]+\.dist-info/METADATA", name)
+        ]
+        return email.parser.BytesParser().parsebytes(archive.read(metadata))
+
+
+def test_the_wheel_is_for_this_python_and_names_the_pythons_signal_dataset_supports(wheel):
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert os.path.basename(wheel).split("-")[2:4] == [tag, tag], wheel
+    info = wheel_metadata(wheel)
+    supported = SpecifierSet(info["Requires-Python"])
+    theirs = importlib.metadata.metadata("signal-dataset")["Requires-Python"]
+    assert supported == SpecifierSet(theirs), (info["Requires-Python"], theirs)
+    # A classifier for each minor version in that range (CI tests each), none beyond it.
+    listed = {
+        classifier.rsplit(" :: ", 1)[1]
+        for classifier in info.get_all("Classifier", [])
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", classifier)
+    }
+    assert listed == {f"3.{minor}" for minor in range(40) if f"3.{minor}" in supported}, sorted(listed)
+    assert version in listed, (version, sorted(listed))
 
 
 def test_the_wheel_carries_the_licence_and_the_third_party_notices(wheel):

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs the test suite on another Python than the project environment's:
+# builds that interpreter's wheel with scripts/build_wheel.sh, installs it
+# with the test extra into a fresh virtual environment of that interpreter,
+# and runs the suite there, against the installed wheel. CI (.ci/run) runs
+# it for Python 3.12 and 3.13; the suite on 3.11 is the Quick start's.
+#
+#     bash scripts/test_python.sh /path/to/python3.12 [PYTEST ARGS...]
+#
+# The interpreter needs pip and venv, nothing else: build_wheel.sh brings
+# the build requirements. torch is not installed (on PyPI, torch for Linux
+# is a CUDA build of several GB), so the tests that need it skip, saying why
+# (tests/torch_required.py); they run in the 3.11 suite, with the CPU build
+# bootstrap.sh installs. The fuzz test is left to that suite too: its targets
+# are C++ built by clang, the same whatever the Python. The wheel's tests
+# (tests/test_wheel.py) check the wheel built here (SDS_LOADER_WHEEL)
+# instead of building another.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ $# -lt 1 ]; then
+    echo "usage: bash scripts/test_python.sh /path/to/python [PYTEST ARGS...]" >&2
+    exit 2
+fi
+PY="$1"
+shift
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+PYTHON="$PY" bash scripts/build_wheel.sh "$work/dist"
+wheel="$(ls "$work"/dist/sds_loader-*manylinux*.whl)"
+"$PY" -m venv "$work/venv"
+# With the build requirements too: tests/test_packaging.py makes an sdist
+# with the build backend itself (no compiling).
+"$work/venv/bin/python" -c 'import tomllib
+with open("pyproject.toml", "rb") as handle:
+    print("\n".join(tomllib.load(handle)["build-system"]["requires"]))' >"$work/build-requirements.txt"
+"$work/venv/bin/python" -m pip install -q "$wheel[test]" -r "$work/build-requirements.txt"
+
+if [ $# -eq 0 ]; then
+    set -- -q tests --deselect tests/test_fuzz_smoke.py
+fi
+SDS_LOADER_WHEEL="$wheel" "$work/venv/bin/python" -m pytest "$@"
