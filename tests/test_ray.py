@@ -261,3 +261,30 @@ def test_torch_trainer_workers_read_disjoint_rows_covering_each_epoch(ray_cluste
         assert parts[0] and parts[1], parts
         assert not set(parts[0]) & set(parts[1])
         assert sorted(parts[0] + parts[1]) == list(range(RECORDS))
+
+
+def test_the_plan_grows_with_shards_not_records(tmp_path):
+    # The driver keeps a few numbers per shard: ten times the records, the same plan.
+    sizes = []
+    for count in (RECORDS, 10 * RECORDS):
+        root = tmp_path / f"records-{count:06d}"  # names of one length: the paths pickle alike
+        write_dataset(root, count, functools.partial(capture, samples=16), records_per_shard=count // 3)
+        source = SDSDatasource(os.fspath(root), fields=["samples"])
+        sizes.append((len(pickle.dumps(source)), len(pickle.dumps(source.get_read_tasks(6)))))
+    assert sizes[0] == sizes[1]
+
+
+def test_bench_ray_times_the_three_ways(ray_cluster, tmp_path, capsys):
+    from sds_loader.cli import main
+
+    assert (
+        main(
+            ["bench", "--ray", "--builtin-records", "32", "--cache-dir", os.fspath(tmp_path), "--no-progress"]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    for label in ("BatchReader(threads=2)", "read_sds(...).iter_batches", "ray.data.range(n).map_batches"):
+        line = next(line for line in printed.splitlines() if line.startswith(label))
+        assert float(line.split()[-4].replace(",", "")) > 0, line
+    assert "read_sds: " in printed and "x BatchReader alone" in printed

@@ -185,6 +185,15 @@ def parser() -> argparse.ArgumentParser:
             "signal_dataset's AnnotationSet read row by row"
         ),
     )
+    bench.add_argument(
+        "--ray",
+        action="store_true",
+        help=(
+            "time a full pass through Ray Data: sds_loader.ray.read_sds against BatchReader alone "
+            "and against ray.data.range(n).map_batches reading through signal_dataset (16,384 "
+            "built-in zstd captures; --builtin-records for another count; needs the ray extra)"
+        ),
+    )
     # How many long captures --windows writes (tests).
     bench.add_argument("--windows-captures", type=_positive, default=None, help=argparse.SUPPRESS)
     # Shrinks the built-in dataset (tests; also $SDS_LOADER_BENCH_RECORDS).
@@ -302,6 +311,19 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if args.windows_captures:
             options += ["--captures", str(args.windows_captures), "--passes", "1"]
         return windows.main(options)
+    if args.ray:
+        from sds_loader.cli.bench import ray_pass
+
+        options = ["--threads", str(args.threads or 2)]
+        if args.cache_dir:
+            options += ["--cache-dir", args.cache_dir]
+        if args.batch_size:
+            options += ["--batch-size", str(args.batch_size)]
+        if args.builtin_records:
+            options += ["--records", str(args.builtin_records), "--passes", "1"]
+        if args.no_progress:
+            options.append("--no-progress")
+        return ray_pass.main(options)
     if args.annotations:
         from sds_loader.cli.bench import annotations
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import signal_dataset as sds
@@ -188,14 +188,15 @@ def ensure(
     progress: bool = True,
     directory: str | None = None,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    variants: Sequence[str] = tuple(VARIANTS),
 ) -> dict[str, str]:
-    """The built-in dataset's variants (name -> root), writing any not yet cached.
+    """The built-in dataset's `variants` (name -> root; default all), writing any not yet cached.
 
     `say` is told where the dataset is and how large, once, before any write.
     """
     count = record_count(records)
     directory = cache_dir(directory)
-    roots = {variant: _root(directory, variant, count) for variant in VARIANTS}
+    roots = {variant: _root(directory, variant, count) for variant in variants}
     missing = [
         variant for variant, root in roots.items() if not _is_complete(root, _variant_count(variant, count))
     ]

@@ -1,0 +1,184 @@
+"""A full pass through Ray Data: `read_sds` against BatchReader alone and the usual workaround.
+
+``sds-loader bench --ray`` (or ``python -m sds_loader.cli.bench.ray_pass``)
+starts Ray on this machine with one logical CPU per `--threads`, and times a
+full pass over the built-in zstd captures (16,384 of 2x4096 complex64 by
+default, 64 KiB each, about 1 GiB, so that Ray's fixed cost per pass is not
+the whole figure), in batches of `--batch-size`, three ways:
+
+- ``BatchReader(threads=T)`` alone, in this process: what the native reader
+  does without Ray, the ceiling of the rows below;
+- ``read_sds(...).iter_batches(batch_size=B)``: read tasks over stretches of
+  shards, decoded in Ray's workers, their blocks through Ray's object store
+  into the driver;
+- ``ray.data.range(n).map_batches(...)`` reading each record through
+  signal_dataset: what an SDS user writes today without a datasource. Given
+  as many blocks as `read_sds` makes, so that it pays Ray's cost per task no
+  more often.
+
+Every method has an untimed warm-up pass (Ray starts its workers, the pages
+are cached), then `--passes` timed ones; the median is kept, and the ratios
+are within one run. Also reported: how much the driver's peak resident
+memory grew over the `read_sds` passes (the blocks it maps from the object
+store while it iterates, a few at a time: bounded by the block size, not by
+the record count), and how many bytes its plan (every read task, pickled)
+takes: a few per shard, none per record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import pickle
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import signal_dataset as sds
+
+from sds_loader import BatchReader
+from sds_loader.cli.bench import builtin
+
+RECORDS = 16384
+BATCH = 256
+
+#: This process's signal_dataset datasets by root: a Ray worker opens each once.
+_OPENED: dict[str, sds.Dataset] = {}
+
+
+def signal_dataset_batch(batch: dict[str, np.ndarray], root: str) -> dict[str, np.ndarray]:
+    """map_batches' function: each id of `ray.data.range` read as a record through signal_dataset."""
+    dataset = _OPENED.get(root)
+    if dataset is None:
+        dataset = _OPENED[root] = sds.open(root)
+    records = [dataset[int(ordinal)] for ordinal in batch["id"].tolist()]
+    samples = np.stack([record["samples"].data for record in records])
+    return {
+        # Ray holds no complex tensor: the float view, as read_sds delivers it.
+        "samples": samples.view(samples.real.dtype).reshape(*samples.shape, 2),
+        "label": np.asarray([record.metadata["label"] for record in records], dtype=np.int64),
+        "ordinal": batch["id"],
+    }
+
+
+def batch_reader_pass(root: str, threads: int, batch: int) -> Callable[[], int]:
+    reader = BatchReader(root, fields=["samples"], targets=["label"], threads=threads)
+    count = len(reader)
+
+    def one_pass() -> int:
+        for first in range(0, count, batch):
+            reader.read(np.arange(first, min(first + batch, count)))
+        return count
+
+    return one_pass
+
+
+def ray_pass(dataset: Any, batch: int) -> Callable[[], int]:
+    def one_pass() -> int:
+        rows = 0
+        for part in dataset.iter_batches(batch_size=batch):
+            rows += len(part["ordinal"])
+        return rows
+
+    return one_pass
+
+
+def median_rate(one_pass: Callable[[], int], passes: int, expected: int) -> float:
+    """Records per second, the median of `passes` timed passes after an untimed one."""
+    one_pass()
+    rates = []
+    for _ in range(passes):
+        start = time.perf_counter()
+        rows = one_pass()
+        rates.append(rows / (time.perf_counter() - start))
+        if rows != expected:
+            raise RuntimeError(f"a pass read {rows} records of {expected}")
+    return statistics.median(rates)
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory so far, in bytes."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=RECORDS, help="captures of the built-in zstd dataset")
+    parser.add_argument("--passes", type=int, default=3, help="timed passes per row (median kept)")
+    parser.add_argument("--threads", type=int, default=2, help="BatchReader's threads, and Ray's CPUs")
+    parser.add_argument("--batch-size", type=int, default=BATCH)
+    parser.add_argument("--cache-dir", default=None, help="where the built-in dataset is cached")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar while writing")
+    args = parser.parse_args(argv)
+    try:
+        import ray
+        import ray.data
+
+        from sds_loader.ray import SDSDatasource, read_sds
+    except ImportError:
+        print("bench --ray needs Ray Data: pip install 'sds-loader[ray]'", file=sys.stderr)
+        return 2
+    root = builtin.ensure(
+        args.records, progress=not args.no_progress, directory=args.cache_dir, variants=("zstd",)
+    )["zstd"]
+    count = len(sds.open(root))
+    record_bytes = builtin.CHANNELS * builtin.SAMPLES * np.dtype(np.complex64).itemsize
+    print(
+        f"{builtin.describe('zstd', root)}; a full pass in batches of {args.batch_size}, "
+        f"{args.threads} thread(s) and as many Ray CPUs, median of {args.passes} warm passes",
+        flush=True,
+    )
+    rows: list[tuple[str, float]] = []
+
+    def add(label: str, rate: float) -> float:
+        rows.append((label, rate))
+        print(f"{label:58} {rate:10,.0f} rec/s {rate * record_bytes / 1e6:8,.0f} MB/s", flush=True)
+        return rate
+
+    alone = add(
+        f"BatchReader(threads={args.threads})",
+        median_rate(batch_reader_pass(root, args.threads, args.batch_size), args.passes, count),
+    )
+    # A Ray this process already runs (a test's, a notebook's) is used as it is.
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=args.threads, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False
+        dataset = read_sds(root, fields=["samples"], targets=["label"])
+        before = peak_rss()
+        native = add(
+            f"read_sds(...).iter_batches(batch_size={args.batch_size})",
+            median_rate(ray_pass(dataset, args.batch_size), args.passes, count),
+        )
+        grown = peak_rss() - before
+        # The plan read_sds made: as many tasks as it chose for this many CPUs.
+        source = SDSDatasource(root, fields=["samples"], targets=["label"])
+        blocks = source.default_num_blocks(args.threads)
+        plan_bytes = len(pickle.dumps(source.get_read_tasks(blocks)))
+        workaround = ray.data.range(count, override_num_blocks=blocks).map_batches(
+            functools.partial(signal_dataset_batch, root=root), batch_size=args.batch_size
+        )
+        baseline = add(
+            "ray.data.range(n).map_batches(signal_dataset)",
+            median_rate(ray_pass(workaround, args.batch_size), args.passes, count),
+        )
+    finally:
+        if started:
+            ray.shutdown()
+    print()
+    print(f"read_sds: {native / alone:.2f}x BatchReader alone, {native / baseline:.1f}x range + map_batches")
+    print(
+        f"driver: peak resident memory +{grown / 2**20:,.0f} MiB over the read_sds passes; its plan "
+        f"({blocks} read tasks, pickled) {plan_bytes:,} bytes for {count:,} records"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
