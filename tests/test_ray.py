@@ -288,3 +288,43 @@ def test_bench_ray_times_the_three_ways(ray_cluster, tmp_path, capsys):
         line = next(line for line in printed.splitlines() if line.startswith(label))
         assert float(line.split()[-4].replace(",", "")) > 0, line
     assert "read_sds: " in printed and "x BatchReader alone" in printed
+
+
+def test_windows_without_a_length_and_ragged_annotations_are_variable_shaped(ray_cluster, tmp_path):
+    from annotation_factory import COUNT, record_length, row, status_of, write_annotated
+    from signal_dataset.annotation import AnnotationStatus
+
+    root = os.fspath(tmp_path / "annotated")
+    reference = write_annotated(root)
+    dataset = read_sds(
+        root,
+        fields=["samples"],
+        window=sds_loader.Window("time", None, pad=True),
+        annotations=[sds_loader.Annotations("bursts", ("intervals",))],
+        extras=("id",),
+        override_num_blocks=4,
+    )
+    assert set(dataset.schema().names) == {
+        "samples",
+        "samples_length",
+        "bursts.intervals",
+        "bursts.status",
+        "id",
+        "ordinal",
+    }
+    rows = rows_by_ordinal(dataset.iter_batches(batch_size=5))
+    assert sorted(rows) == list(range(COUNT))
+    for ordinal, got in rows.items():
+        record = reference[ordinal]
+        # Each row its own length: the whole capture, as signal_dataset stores it.
+        assert got["samples"].shape == (record_length(ordinal),)
+        assert got["samples"].tobytes() == record["samples"].data.tobytes()
+        assert got["samples_length"] == record_length(ordinal)
+        assert got["id"] == record.id
+        written = row(reference, ordinal)
+        if status_of(ordinal) is AnnotationStatus.SUCCESS and "intervals" in written.fields:
+            expected = written.fields["intervals"].data
+        else:
+            expected = np.zeros((0, 2), dtype=np.int64)
+        assert got["bursts.intervals"].shape == expected.shape, ordinal
+        assert got["bursts.intervals"].tobytes() == expected.tobytes(), ordinal
