@@ -204,12 +204,19 @@ def test_a_new_reader_fetches_each_control_document_once(proxy, rclone_dataset):
     one GET each, no HEAD; afterwards the shared store asks the server again."""
     uri, _ = rclone_dataset
     store = S3ObjectStore(options=endpoint_options(proxy.url))
+    # A table this process made for this snapshot before would spare the manifest.
+    with addressing._TABLES_LOCK:
+        addressing._TABLES.clear()
     proxy.reset()
     reader = sds_loader.BatchReader(uri, object_store=store)
     opening = [(method, path) for method, path, _ in proxy.seen]
     assert all(path.endswith(".json") for _, path in opening), opening
     assert {method for method, _ in opening} == {"GET"}
     assert len(opening) == len(set(opening)) == 4
+    # A second reader of the same snapshot reads no manifest page again.
+    proxy.reset()
+    sds_loader.BatchReader(uri, object_store=store)
+    assert not any("/manifests/" in path for _, path, _ in proxy.seen), proxy.seen
     assert_batch(uri, reader.read([3, 17]), [3, 17], ("samples",))
     proxy.reset()
     root = f"{uri}/root.json"

@@ -61,27 +61,38 @@ void CheckRecordArrays(const Int64Array& files, const Int64Array& records) {
 
 std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths, bool verify_checksums,
                                              size_t max_open_files, const py::object& source,
-                                             std::vector<int64_t> sizes, std::string root) {
-  if (!sizes.empty() && sizes.size() != paths.size()) {
+                                             const Int64Array& declared, std::string root,
+                                             std::string prefix, const py::bytes& digests) {
+  std::string digest_bytes = digests;
+  if (!digest_bytes.empty() && !paths.empty()) {
+    throw py::value_error("pass shard paths, or a prefix and digests, not both");
+  }
+  sdsl::ShardNames names = digest_bytes.empty()
+                               ? sdsl::ShardNames(std::move(paths))
+                               : sdsl::ShardNames(std::move(prefix), std::move(digest_bytes));
+  const size_t count = names.size();
+  if (declared.ndim() != 1) throw py::value_error("sizes must be a 1-D array");
+  std::vector<int64_t> sizes(declared.data(), declared.data() + declared.size());
+  if (!sizes.empty() && sizes.size() != count) {
     throw py::value_error("sizes has " + std::to_string(sizes.size()) + " entries for " +
-                          std::to_string(paths.size()) + " shards; pass one per shard, or none");
+                          std::to_string(count) + " shards; pass one per shard, or none");
   }
   if (source.is_none()) {
     sdsl::LocalObjectRules rules{std::move(root), std::move(sizes)};
-    return std::make_unique<sdsl::ShardSet>(std::move(paths), verify_checksums, max_open_files,
+    return std::make_unique<sdsl::ShardSet>(std::move(names), verify_checksums, max_open_files,
                                             std::move(rules));
   }
   // A source with a native side reads with no Python in the loop.
   py::object native = source;
   if (py::hasattr(source, "native_source")) native = source.attr("native_source");
   if (std::unique_ptr<sdsl::ShardSource> direct = NativeSourceOf(native)) {
-    if (direct->num_files() != paths.size()) {
+    if (direct->num_files() != count) {
       throw py::value_error("the source has " + std::to_string(direct->num_files()) +
-                            " shards, the dataset " + std::to_string(paths.size()));
+                            " shards, the dataset " + std::to_string(count));
     }
     return std::make_unique<sdsl::ShardSet>(std::move(direct), verify_checksums, std::move(sizes));
   }
-  return std::make_unique<sdsl::ShardSet>(MakePythonSource(source, paths.size()), verify_checksums,
+  return std::make_unique<sdsl::ShardSet>(MakePythonSource(source, count), verify_checksums,
                                           std::move(sizes));
 }
 
@@ -182,12 +193,14 @@ void BindShardSet(py::module_& m) {
   py::class_<sdsl::ShardSet>(m, "ShardSet")
       .def(py::init(&MakeShardSet), py::arg("paths"), py::arg("verify_checksums"),
            py::arg("max_open_files"), py::arg("source") = py::none(),
-           py::arg("sizes") = std::vector<int64_t>{}, py::arg("root") = std::string(),
+           py::arg("sizes") = Int64Array(0), py::arg("root") = std::string(),
+           py::arg("prefix") = std::string(), py::arg("digests") = py::bytes(),
            "One entry of `paths` per shard. Without `source` they are local files, opened "
            "below `root` without following links (regular files only); with it, `source` "
            "(size(file), name(file), fetch(requests)) supplies every byte. `sizes`: the bytes "
            "each shard's manifest declares (-1: not checked); a shard of another size is "
-           "refused before its footer is read.")
+           "refused before its footer is read. `prefix` and `digests` (32 bytes a shard) name the "
+           "shards compactly instead of `paths`: <prefix><2 hex>/<64 hex>.arrayrecord.")
       .def("read", &Read, py::arg("files"), py::arg("shard_records"), py::arg("ordinals"),
            py::arg("fields"), py::arg("targets"), py::arg("threads"),
            py::arg("starts") = py::none(), py::arg("pad") = false)
@@ -206,6 +219,9 @@ void BindShardSet(py::module_& m) {
                     &sdsl::ShardSet::set_max_chunk_bytes,
                     "Decoded bytes of one chunk (or whole record) this reader holds at once; "
                     "a chunk claiming more is refused before anything is allocated.")
+      .def_property_readonly("held_bytes", &sdsl::ShardSet::held_bytes,
+                             "Bytes kept for the shards: names, declared sizes, the cache's "
+                             "slots and the indexes of the shards touched.")
       .def_property_readonly("footer_reads", &sdsl::ShardSet::footer_reads,
                              "Shard footers read so far (once per shard touched).")
       .def_property("work_per_helper", &sdsl::ShardSet::work_per_helper,

@@ -55,7 +55,8 @@ size_t ShardCache::Touched() const {
 
 size_t ShardCache::HeldBytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  size_t held = shards_.capacity() * sizeof(shards_[0]);
+  size_t held = shards_.capacity() * (sizeof(shards_[0]) + sizeof(kept_[0])) +
+                declared_sizes_.capacity() * sizeof(int64_t);
   for (const auto& shard : shards_) {
     if (shard) held += sizeof(OpenShard) + shard->index.HeldBytes() + shard->verified.HeldBytes();
   }

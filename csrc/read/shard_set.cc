@@ -11,10 +11,10 @@
 
 namespace sdsl {
 
-ShardSet::ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files,
+ShardSet::ShardSet(ShardNames names, bool verify_checksums, size_t max_open_files,
                    LocalObjectRules rules)
-    : ShardSet(std::make_unique<LocalSource>(std::move(paths), max_open_files, rules),
-               verify_checksums, rules.declared_sizes) {}
+    : ShardSet(std::make_unique<LocalSource>(std::move(names), max_open_files, std::move(rules)),
+               verify_checksums) {}
 
 ShardSet::ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums,
                    std::vector<int64_t> declared_sizes)

@@ -19,6 +19,7 @@
 #include "read/scratch_pool.h"
 #include "read/shard_cache.h"
 #include "sources/local_object.h"
+#include "sources/shard_names.h"
 #include "sources/shard_source.h"
 
 namespace sdsl {
@@ -34,8 +35,9 @@ class ShardSet {
   // are dropped, as a hint that arrives too late is worth nothing.
   static constexpr size_t kPendingAnnouncements = 16;
 
-  // Shards in local files, opened as `rules` say.
-  ShardSet(std::vector<std::string> paths, bool verify_checksums, size_t max_open_files,
+  // Shards in local files, opened as `rules` say (sizes included: the
+  // source checks them on every open).
+  ShardSet(ShardNames names, bool verify_checksums, size_t max_open_files,
            LocalObjectRules rules = {});
   // Shards wherever `source` finds them; a shard whose size differs from
   // its entry of `declared_sizes` (see ShardCache) is refused.
@@ -78,6 +80,9 @@ class ShardSet {
   size_t shards_indexed() const { return shards_.Touched(); }
   size_t index_bytes() const { return shards_.HeldBytes(); }
   size_t footer_reads() const { return shards_.FooterReads(); }
+  // Bytes kept for every shard, touched or not: names, declared sizes, the
+  // cache's slots (and the indexes of those touched).
+  size_t held_bytes() const { return shards_.HeldBytes() + source_->HeldBytes(); }
   // The cap on a chunk or record this reader holds whole (kMaxMaterializedBytes by default).
   uint64_t max_chunk_bytes() const { return scratch_.max_materialized(); }
   void set_max_chunk_bytes(uint64_t bytes) { scratch_.set_max_materialized(bytes); }

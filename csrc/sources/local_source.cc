@@ -128,21 +128,20 @@ struct LocalSource::OpenFile {
   const uint8_t* map = nullptr;
 };
 
-LocalSource::LocalSource(std::vector<std::string> paths, size_t max_open_files,
-                         LocalObjectRules rules)
-    : paths_(std::move(paths)), rules_(std::move(rules)), open_(max_open_files) {
+LocalSource::LocalSource(ShardNames names, size_t max_open_files, LocalObjectRules rules)
+    : names_(std::move(names)), rules_(std::move(rules)), open_(max_open_files) {
   StartGuarding();
 }
 
 std::shared_ptr<const LocalSource::OpenFile> LocalSource::Open(size_t file) {
-  if (file >= paths_.size()) {
+  if (file >= names_.size()) {
     Fail(ErrorKind::kArgument, "shard number " + std::to_string(file) + " is out of range");
   }
   if (auto found = open_.Find(file)) return found;
   // Opened outside the lock: a slow open (a cold directory, a network mount)
   // must not stall reads of shards that are already open. Another thread may
   // have opened it meanwhile: one descriptor is kept.
-  return open_.Keep(file, std::make_shared<const OpenFile>(paths_[file], rules_, file));
+  return open_.Keep(file, std::make_shared<const OpenFile>(names_[file], rules_, file));
 }
 
 uint64_t LocalSource::Size(size_t file) { return Open(file)->size; }

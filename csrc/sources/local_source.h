@@ -20,6 +20,7 @@
 #include "base/task_thread.h"
 #include "base/worker_pool.h"
 #include "sources/local_object.h"
+#include "sources/shard_names.h"
 #include "sources/shard_source.h"
 
 namespace sdsl {
@@ -31,11 +32,16 @@ class LocalSource : public ShardSource, public ForkGuarded {
 
   // `rules` say how each path may be opened (every open, reopens after
   // the open-file budget closed one included).
-  LocalSource(std::vector<std::string> paths, size_t max_open_files, LocalObjectRules rules = {});
+  LocalSource(ShardNames names, size_t max_open_files, LocalObjectRules rules = {});
+  LocalSource(std::vector<std::string> paths, size_t max_open_files)
+      : LocalSource(ShardNames(std::move(paths)), max_open_files) {}
 
-  size_t num_files() const override { return paths_.size(); }
+  size_t num_files() const override { return names_.size(); }
   uint64_t Size(size_t file) override;
-  std::string Name(size_t file) const override { return paths_.at(file); }
+  std::string Name(size_t file) const override { return names_[file]; }
+  size_t HeldBytes() const override {
+    return names_.HeldBytes() + rules_.declared_sizes.capacity() * sizeof(int64_t);
+  }
   // Ranges that are not back to back are read at once on the source's IO
   // threads, up to 16 reads in flight per call besides the caller's.
   // A warm plan copies out of each shard's mapping; any other, preadv.
@@ -64,7 +70,7 @@ class LocalSource : public ShardSource, public ForkGuarded {
   struct OpenFile;
   std::shared_ptr<const OpenFile> Open(size_t file);
 
-  const std::vector<std::string> paths_;
+  const ShardNames names_;
   const LocalObjectRules rules_;
   RecentMap<OpenFile> open_;
   WorkerPool io_;  // started on the first cold batch

@@ -65,6 +65,9 @@ class ShardSource {
   // nothing is done.
   virtual void WillNeed(const RangeRequest* /*ranges*/, size_t /*count*/) {}
 
+  // Bytes the source keeps for its shards (names, sizes), for accounting.
+  virtual size_t HeldBytes() const { return 0; }
+
   // Opens `files` ahead of reading them, together where the source can
   // (object storage: every shard's footer in one round of requests).
   // Throws as Size does. By default nothing: a shard opens when first read.

@@ -95,9 +95,13 @@ class ShardSet:
         verify_checksums: bool,
         max_open_files: int,
         source: _RangeSource | S3Source | None = None,
-        sizes: Sequence[int] = ...,
+        sizes: npt.ArrayLike = ...,
         root: str = "",
+        prefix: str = "",
+        digests: bytes = b"",
     ) -> None: ...
+    @property
+    def held_bytes(self) -> int: ...
     def read(
         self,
         files: npt.ArrayLike,

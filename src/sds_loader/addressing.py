@@ -3,9 +3,9 @@
 signal_dataset owns addressing: its snapshot's manifest pages list every
 shard entry (first ordinal, record count, the data and metadata objects with
 the bytes each holds), and its reader locates an ordinal from them. This
-module reads those same entries, through the reader's own manifest reads and
-checks (`reference_shards.manifest_entries`), once and in order, and
-tabulates them so that a whole batch is located by one vectorised search
+module reads those same entries once, in order, into compact arrays
+(`manifest_pages`; signal_dataset's own `Manifest` parser for pages outside
+its fixed layout), so that a whole batch is located by one vectorised search
 instead of a Python call per record.
 
 Why not `Dataset.read_instructions`: it locates each shard afresh, rebuilding
@@ -15,6 +15,12 @@ seconds, in every worker process). The entries are the same either way;
 tests/test_addressing.py compares the table with `read_instructions` for
 every shard, so a change in signal_dataset fails there rather than here.
 
+A table is built once per job, not once per process: tables are kept by the
+identity of the snapshot they describe (root, snapshot id, and each manifest
+page's path, version and size), so a forked worker finds its parent's, and
+a pickled reader carries its tables to a spawned one (`export`/`adopt`),
+where they are used only if the snapshot the worker opens has that identity.
+
 A reference dataset (a published `DatasetView`) names explicit records of
 other datasets' shards; its runs come from its manifests as signal_dataset's
 reader resolves them (`sds_loader.reference_shards`).
@@ -22,7 +28,11 @@ reader resolves them (`sds_loader.reference_shards`).
 
 from __future__ import annotations
 
-import weakref
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +41,14 @@ import signal_dataset as sds
 from signal_dataset.storage import is_absolute_uri
 from signal_dataset.storage.paths import join_uri
 
+from sds_loader.manifest_pages import fixed_layout_entries
 from sds_loader.reference_shards import (
     ReferenceUnavailable,
     manifest_entries,
     reference_records,
     runs,
 )
+from sds_loader.shard_names import ShardNames
 from sds_loader.storage import sources
 from sds_loader.storage.native_range import NativeRangeSource
 
@@ -45,16 +57,30 @@ from sds_loader.storage.native_range import NativeRangeSource
 SIZE_NOT_DECLARED = -1
 
 
-#: Tables already built, per dataset object and kind (data or metadata): the
-#: reader, its metadata and the samplers all ask for them.
-_TABLES: weakref.WeakKeyDictionary[sds.Dataset, dict[bool, ShardTable]] = weakref.WeakKeyDictionary()
+#: Tables already built, by the identity of the snapshot and the kind of
+#: shards they describe: the reader, its metadata, the samplers and every
+#: worker forked after them ask. A few datasets a process, so a few kept.
+_KEPT_TABLES = 16
+_TABLES: OrderedDict[str, ShardTable] = OrderedDict()
+_TABLES_LOCK = threading.Lock()
+
+
+def _fresh_lock_after_fork() -> None:
+    global _TABLES_LOCK
+    # A parent thread may have held it at the fork; the tables themselves are the child's to use.
+    _TABLES_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock_after_fork)
 
 
 @dataclass(frozen=True)
 class ShardTable:
     """One row per contiguous run of ordinals stored in one shard file."""
 
-    paths: tuple[str, ...]
+    #: The shard files, by file index (a `ShardNames`, compact where it can be).
+    paths: Sequence[str]
     #: First ordinal of each run, ascending; a sentinel equal to the dataset
     #: length closes the last run.
     starts: np.ndarray
@@ -83,16 +109,24 @@ class ShardTable:
         """
         from sds_loader import _native
 
-        sizes = [] if self.sizes is None else self.sizes.tolist()
+        sizes = np.zeros(0, dtype=np.int64) if self.sizes is None else self.sizes
+        names = self.paths if isinstance(self.paths, ShardNames) else ShardNames(self.paths)
         # Any count past 2**32 means "no limit"; the native side takes a size_t.
         return _native.ShardSet(
-            list(self.paths),
-            verify_checksums,
-            min(max_open_files, 1 << 32),
+            verify_checksums=verify_checksums,
+            max_open_files=min(max_open_files, 1 << 32),
             source=source,
             sizes=sizes,
             root=self.root,
+            **names.native_arguments(),
         )
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes this table keeps: its arrays and its shard names."""
+        arrays = (self.starts, self.skips, self.files, self.sizes)
+        names = self.paths.held_bytes if isinstance(self.paths, ShardNames) else 0
+        return sum(array.nbytes for array in arrays if array is not None) + names
 
 
 def native_unavailable_reason(dataset: sds.Dataset) -> str | None:
@@ -112,19 +146,90 @@ def local_root(dataset: sds.Dataset) -> str:
     return root.removeprefix("file://").rstrip("/") or "/"
 
 
+def identity(dataset: sds.Dataset, *, metadata: bool = False) -> str:
+    """What a table describes: the root, the snapshot, each manifest page's path, version and size."""
+    described: list[object]
+    try:
+        pages = dataset._index.snapshot.manifests
+        described = [
+            (page.object.path, page.object.generation, page.object.stored_bytes, page.shard_count)
+            for page in pages
+        ]
+    except AttributeError:
+        described = [("no pages known", id(dataset))]
+    text = repr((metadata, str(dataset.root), dataset.snapshot_id, len(dataset), described))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def shard_table(dataset: sds.Dataset, *, metadata: bool = False) -> ShardTable:
     """The data shards' table, or with `metadata` the metadata shards' (aligned record for record).
 
-    Read from the snapshot's manifests once per dataset object and kept with it.
+    Read from the snapshot's manifests once per process and snapshot (and
+    passed on to forked and spawned workers: module docstring).
     """
-    cached = _TABLES.setdefault(dataset, {})
-    found = cached.get(metadata)
-    if found is None:
-        found = cached[metadata] = _build(dataset, metadata=metadata)
-    return found
+    key = identity(dataset, metadata=metadata)
+    with _TABLES_LOCK:
+        found = _TABLES.get(key)
+        if found is not None:
+            _TABLES.move_to_end(key)
+            return found
+    made = _build(dataset, metadata=metadata)
+    _keep(key, made)
+    return made
+
+
+def _keep(key: str, table: ShardTable) -> None:
+    with _TABLES_LOCK:
+        _TABLES[key] = table
+        _TABLES.move_to_end(key)
+        while len(_TABLES) > _KEPT_TABLES:
+            _TABLES.popitem(last=False)
+
+
+def export(dataset: sds.Dataset) -> dict[str, ShardTable]:
+    """The tables this process has built for `dataset`, by identity, for a pickle."""
+    keys = [identity(dataset, metadata=kind) for kind in (False, True)]
+    with _TABLES_LOCK:
+        return {key: _TABLES[key] for key in keys if key in _TABLES}
+
+
+def adopt(tables: dict[str, ShardTable]) -> None:
+    """Keep tables another process built: used only for a snapshot of the same identity."""
+    for key, table in tables.items():
+        if isinstance(key, str) and isinstance(table, ShardTable):
+            _keep(key, table)
 
 
 def _build(dataset: sds.Dataset, *, metadata: bool) -> ShardTable:
+    fast = fixed_layout_entries(dataset, metadata=metadata)
+    if fast is not None:
+        return _fixed_layout_table(dataset, fast)
+    return _entries_table(dataset, metadata=metadata)
+
+
+def _fixed_layout_table(dataset: sds.Dataset, fast: Any) -> ShardTable:
+    """The table of a snapshot whose every entry is one shard in signal_dataset's layout."""
+    ends = np.cumsum(fast.counts)
+    if ends.size and ends[-1] != len(dataset) or not np.array_equal(fast.first, ends - fast.counts):
+        raise ReferenceUnavailable(
+            f"{dataset.root}'s manifests do not list its {len(dataset)} records one after another"
+        )
+    held = fast.counts > 0
+    starts = fast.first[held]
+    return ShardTable(
+        paths=ShardNames(
+            root=str(dataset.root).removeprefix("file://"), kind=fast.kind, digests=fast.digests[held]
+        ),
+        starts=np.append(starts, len(dataset)).astype(np.int64),
+        skips=np.zeros(starts.size + 1, dtype=np.int64),
+        files=np.append(np.arange(starts.size, dtype=np.int64), 0),
+        sizes=fast.sizes[held],
+        root=local_root(dataset),
+    )
+
+
+def _entries_table(dataset: sds.Dataset, *, metadata: bool) -> ShardTable:
+    """The table from signal_dataset's own parse of every manifest entry."""
     path_index: dict[str, int] = {}
     sizes: list[int] = []
     starts: list[int] = []
@@ -159,7 +264,7 @@ def _build(dataset: sds.Dataset, *, metadata: bool) -> ShardTable:
         )
     starts.append(len(dataset))
     return ShardTable(
-        paths=tuple(path_index),
+        paths=ShardNames(tuple(path_index)),
         starts=np.asarray(starts, dtype=np.int64),
         skips=np.zeros(len(starts), dtype=np.int64),
         files=np.asarray(files + [0], dtype=np.int64),
@@ -173,7 +278,7 @@ def _reference_table(dataset: sds.Dataset, *, metadata: bool) -> ShardTable:
     paths, files, records, sizes = reference_records(dataset, metadata=metadata)
     first = runs(files, records)
     return ShardTable(
-        paths=paths,
+        paths=ShardNames(paths),
         starts=np.append(first, len(dataset)).astype(np.int64),
         skips=np.append(records[first], 0).astype(np.int64),
         files=np.append(files[first], 0).astype(np.int64),

@@ -14,6 +14,7 @@ import numpy as np
 from signal_dataset import CorruptDatasetError
 from signal_dataset.storage import ObjectStore
 
+from sds_loader import addressing
 from sds_loader.addressing import ShardTable, native_unavailable_reason, shard_table
 from sds_loader.annotations import Annotations, AnnotationSource, assemble
 from sds_loader.dataset_root import open_dataset
@@ -352,9 +353,15 @@ class BatchReader:
         # process's registry.
         live = self._state.dataset.object_store if self._state is not None else None
         state["_object_store"] = portable(self._object_store if self._object_store is not None else live)
+        # The shard tables go along (a few dozen bytes a shard), so that a
+        # spawned worker does not read every manifest page again.
+        state["_tables"] = addressing.export(self._state.dataset) if self._state is not None else {}
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
+        tables = state.pop("_tables", None)
+        if isinstance(tables, dict):
+            addressing.adopt(tables)
         self.__dict__.update(state)
         self._lock = threading.Lock()
         _READERS.add(self)

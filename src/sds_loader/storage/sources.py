@@ -40,9 +40,16 @@ def is_remote(uri: str) -> bool:
     return _scheme(uri) != ""
 
 
+def _schemes(uris: Sequence[str]) -> set[str]:
+    # Names kept compactly (shard_names.ShardNames) all begin with one prefix.
+    if getattr(uris, "compact", False):
+        return {_scheme(str(getattr(uris, "prefix")))} if len(uris) else set()
+    return {_scheme(uri) for uri in uris}
+
+
 def unavailable_reason(dataset: sds.Dataset, uris: Sequence[str]) -> str | None:
     """Why the native core cannot fetch these shards of `dataset`, or None if it can."""
-    schemes = {_scheme(uri) for uri in uris} or {_scheme(dataset.root)}
+    schemes = _schemes(uris) or {_scheme(dataset.root)}
     if schemes == {""}:
         return None
     if schemes == {"s3"}:
@@ -83,7 +90,7 @@ def for_shards(
     dataset: sds.Dataset, uris: Sequence[str], *, requests_in_flight: int | None = None
 ) -> NativeRangeSource | None:
     """The byte source for `uris` (None: local files); call only when `unavailable_reason` is None."""
-    if all(_scheme(uri) == "" for uri in uris):
+    if _schemes(uris) <= {""}:
         return None
     store = dataset.object_store
     in_flight = DEFAULT_REQUESTS_IN_FLIGHT if requests_in_flight is None else requests_in_flight

@@ -31,6 +31,7 @@ from torch.utils.data import Dataset as _Dataset
 from torch.utils.data import default_collate as _default_collate
 from torch.utils.data import get_worker_info as _get_worker_info
 
+from sds_loader import addressing
 from sds_loader.addressing import ShardTable
 from sds_loader.annotations import Annotations
 from sds_loader.errors import UnknownNameError, UnknownTargetError
@@ -344,9 +345,17 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         if store is None and self._local is not None:
             store = self._local.reader.object_store
         state["_object_store"] = portable(store)
+        # The shard tables this process built go along, so that a spawned
+        # worker does not read every manifest page again (a forked one finds
+        # them in the memory it shares with its parent).
+        reader_state = self._local.reader._state if self._local is not None else None
+        state["_tables"] = addressing.export(reader_state.dataset) if reader_state is not None else {}
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
+        tables = state.pop("_tables", None)
+        if isinstance(tables, dict):
+            addressing.adopt(tables)
         self.__dict__.update(state)
         self._local = None
 
