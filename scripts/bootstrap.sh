@@ -51,7 +51,7 @@ else
 fi
 
 # torch 2.13.0's CPU build: an unpinned torch would pull a multi-GB CUDA build.
-"$PY" -m pip install -q "torch==2.13.0" "numpy<2.5" "scikit-build-core>=0.11" "pybind11>=2.12" ninja
+"$PY" -m pip install -q "torch==2.13.0" "numpy<2.5" "scikit-build-core>=0.11" "pybind11>=2.13" ninja
 # torchdata 0.11 (StatefulDataLoader) asks only for torch>=2; without --no-deps a
 # resolver could still swap torch for another build.
 "$PY" -m pip install -q --no-deps "torchdata==0.11.0"
