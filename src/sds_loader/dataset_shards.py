@@ -1,9 +1,10 @@
 """The local shard files a dataset stores, and which ordinals each one holds.
 
 `inspect` and `verify` work shard by shard but report in ordinals, the only
-numbering a dataset's user knows. signal_dataset's `read_instructions` is the
-authority on both (control documents are never parsed here); this module only
-regroups its answer by file.
+numbering a dataset's user knows. The reader's shard table (addressing.py:
+the manifests read once, linear in the shards, checked against
+signal_dataset's `read_instructions` by its tests) is the authority on both;
+this module only regroups it by file.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import signal_dataset as sds
+
+from sds_loader.addressing import shard_table
 
 
 class ShardsUnavailable(ValueError):
@@ -65,17 +68,22 @@ def shard_files(dataset: sds.Dataset, *, metadata: bool = False) -> list[ShardFi
     if len(dataset) == 0:
         return []
     try:
-        instructions = dataset.read_instructions(0, len(dataset), metadata=metadata)
+        # Cheap (one ordinal): refuses a reference dataset as the whole range would.
+        dataset.read_instructions(0, 1, metadata=metadata)
     except ValueError as exc:
         raise ShardsUnavailable(
             "this dataset names its records by explicit indices into another dataset's "
             f"shards ({exc}); inspect or verify the dataset that stores them instead",
             "reference dataset: its records index another dataset's shards",
         ) from None
-    runs: dict[str, list[Run]] = {}
-    sizes: dict[str, int] = {}
-    for instruction in instructions:
-        path = _local(instruction.filename)
-        runs.setdefault(path, []).append(Run(instruction.first_ordinal, instruction.skip, instruction.take))
-        sizes[path] = instruction.examples_in_shard
-    return [ShardFile(path, sizes[path], tuple(found)) for path, found in runs.items()]
+    table = shard_table(dataset, metadata=metadata)
+    starts = table.starts.tolist()
+    skips = table.skips.tolist()
+    files = table.files.tolist()
+    runs: dict[int, list[Run]] = {}
+    for k in range(len(starts) - 1):
+        runs.setdefault(files[k], []).append(Run(starts[k], skips[k], starts[k + 1] - starts[k]))
+    return [
+        ShardFile(_local(table.paths[file]), sum(run.take for run in found), tuple(found))
+        for file, found in runs.items()
+    ]
