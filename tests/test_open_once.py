@@ -9,11 +9,11 @@ the batches are compared with signal_dataset byte for byte.
 
 from __future__ import annotations
 
+from torch_required import torch  # noqa: F401 - skips this module without torch
+
 import pytest
 import signal_dataset as sds
 from sds_factory import write_dataset
-from torch_required import torch  # noqa: F401 - skips this module without torch
-
 from torch.utils.data import DataLoader
 
 from sds_loader.torch import SDSTorchDataset, collate
