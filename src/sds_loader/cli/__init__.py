@@ -194,6 +194,17 @@ def parser() -> argparse.ArgumentParser:
             "built-in zstd captures; --builtin-records for another count; needs the ray extra)"
         ),
     )
+    bench.add_argument(
+        "--shards",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help=(
+            "time opening a built-in dataset of N shards of 16 records (written once): the reader, "
+            "its first batch and the first batch through 2 DataLoader workers (fork and spawn), "
+            "against signal_dataset's open"
+        ),
+    )
     # How many long captures --windows writes (tests).
     bench.add_argument("--windows-captures", type=_positive, default=None, help=argparse.SUPPRESS)
     # Shrinks the built-in dataset (tests; also $SDS_LOADER_BENCH_RECORDS).
@@ -311,6 +322,13 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if args.windows_captures:
             options += ["--captures", str(args.windows_captures), "--passes", "1"]
         return windows.main(options)
+    if args.shards:
+        import os
+
+        from sds_loader.cli.bench import builtin, many_shards
+
+        root = os.path.join(builtin.cache_dir(args.cache_dir), f"many-shards-{args.shards}")
+        return many_shards.main([root, "--shards", str(args.shards), "--repeat", "3"])
     if args.ray:
         from sds_loader.cli.bench import ray_pass
 
