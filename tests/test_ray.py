@@ -328,3 +328,22 @@ def test_windows_without_a_length_and_ragged_annotations_are_variable_shaped(ray
             expected = np.zeros((0, 2), dtype=np.int64)
         assert got["bursts.intervals"].shape == expected.shape, ordinal
         assert got["bursts.intervals"].tobytes() == expected.tobytes(), ordinal
+
+
+def test_a_read_tasks_memory_is_reused_only_once_nothing_holds_it():
+    import pyarrow as pa
+
+    from sds_loader.ray.reused_blocks import ReusedBlocks
+
+    pool = ReusedBlocks()
+    first = pool((64, 2, 4096), np.dtype(np.complex64))
+    first[...] = 1
+    view = pa.py_buffer(first.view(np.float32).reshape(64, 2, 4096, 2))  # what a block keeps
+    del first
+    second = pool((64, 2, 4096), np.dtype(np.complex64))
+    second[...] = 2
+    assert (np.frombuffer(view, dtype=np.complex64) == 1).all()  # still busy: a fresh block was made
+    del view, second
+    third = pool((64, 2, 4096), np.dtype(np.complex64))
+    assert len(pool._blocks) == 2 and any(third.base is block for block in pool._blocks)
+    assert pool((4, 4), np.dtype(np.float32)).base is None  # small arrays are numpy's own

@@ -8,7 +8,8 @@ shard. `get_read_tasks` cuts the ordinals into stretches along the shards
 exact row count, its size and its shard files in the task's metadata. A task
 captures only its reader's options and two ordinals: in its worker it opens
 the reader (`sds_loader.ray.worker_readers`) and reads its stretch in reads of
-about Ray's target block size, each one an Arrow table
+about Ray's target block size, each into memory an earlier one left
+(`sds_loader.ray.reused_blocks`) and each one an Arrow table
 (`sds_loader.ray.blocks`).
 """
 
@@ -30,6 +31,7 @@ from signal_dataset.storage import ObjectStore
 
 from sds_loader.annotations import Annotations
 from sds_loader.ray import blocks, order, stretches
+from sds_loader.ray.reused_blocks import process_pool
 from sds_loader.ray.worker_readers import ReaderOptions, reader_for
 from sds_loader.reader import BatchReader
 from sds_loader.storage.stores import portable
@@ -44,12 +46,6 @@ _DEFAULT_BLOCK_BYTES = 128 << 20
 #: dataset more than its reads. (Asked for fewer tasks than it wants, Ray
 #: splits their blocks to make up the count, so the count is chosen here.)
 MIN_TASK_BYTES = 64 << 20
-
-#: A block is read in pieces of at most this much, one table chunk each: a
-#: larger read would be a fresh mapping of its own, whose every page the
-#: kernel zeroes and maps anew (about a quarter of the read's time for zstd),
-#: where pieces reuse the memory of the last block's.
-PIECE_BYTES = 16 << 20
 
 
 def passes_are_counted() -> bool:
@@ -177,7 +173,6 @@ class SDSDatasource(Datasource):
         epoch = self._epoch if self._epoch is not None else int(getattr(context, "_execution_idx", 0))
         target = getattr(context, "target_max_block_size", None) or _DEFAULT_BLOCK_BYTES
         rows_per_block = max(1, int(target) // self._row_bytes)
-        rows_per_piece = max(1, min(rows_per_block, PIECE_BYTES // self._row_bytes))
         ranges = stretches.plan(self._run_starts, self._count, parallelism)
         if self._shuffle:
             ranges = [ranges[k] for k in order.task_order(len(ranges), seed=self._seed, epoch=epoch).tolist()]
@@ -195,7 +190,6 @@ class SDSDatasource(Datasource):
                 first,
                 stop,
                 rows_per_block,
-                rows_per_piece,
                 self._seed if self._shuffle else None,
                 self._seed,
                 epoch,
@@ -211,26 +205,20 @@ def _read_stretch(
     first: int,
     stop: int,
     rows_per_block: int,
-    rows_per_piece: int,
     order_seed: int | None,
     window_seed: int,
     epoch: int,
 ) -> Iterator[pa.Table]:
-    """Read ordinals ``[first, stop)`` in this worker, a block at a time, each in pieces."""
+    """Read ordinals ``[first, stop)`` in this worker, a block at a time."""
     reader = reader_for(options)
     ordinals = order.rows_of(first, stop, seed=order_seed, epoch=epoch)
     for begin in range(0, ordinals.size, rows_per_block):
-        block = ordinals[begin : begin + rows_per_block]
-        pieces = []
-        for at in range(0, block.size, rows_per_piece):
-            part = block[at : at + rows_per_piece]
-            starts = (
-                reader.window_starts(part, seed=window_seed, epoch=epoch)
-                if options.window is not None
-                else None
-            )
-            pieces.append(blocks.to_table(reader.read(part, starts=starts), shape))
-        yield pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+        part = ordinals[begin : begin + rows_per_block]
+        starts = (
+            reader.window_starts(part, seed=window_seed, epoch=epoch) if options.window is not None else None
+        )
+        # Each block into memory the last one left, once Ray has copied that into its store.
+        yield blocks.to_table(reader.read(part, starts=starts, allocator=process_pool()), shape)
 
 
 def _block_metadata(rows: int, size: int, files: tuple[str, ...] | None) -> BlockMetadata:

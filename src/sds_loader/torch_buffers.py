@@ -1,7 +1,0 @@
-"""Moved to `sds_loader.torch.buffers`; this name is the same module, for existing imports."""
-
-import sys
-
-from sds_loader.torch import buffers as _moved
-
-sys.modules[__name__] = _moved
