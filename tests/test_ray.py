@@ -347,3 +347,18 @@ def test_a_read_tasks_memory_is_reused_only_once_nothing_holds_it():
     third = pool((64, 2, 4096), np.dtype(np.complex64))
     assert len(pool._blocks) == 2 and any(third.base is block for block in pool._blocks)
     assert pool((4, 4), np.dtype(np.float32)).base is None  # small arrays are numpy's own
+
+
+@pytest.mark.parametrize("tasks", [1, 2, 3, 4, 7, 40, 1000])
+def test_stretches_cover_the_ordinals_along_the_shards(tasks):
+    from sds_loader.ray.stretches import plan
+
+    starts = np.array([0, 5, 6, 30, 31, 90])  # runs of 5, 1, 24, 1, 59 and 10 records
+    ranges = plan(starts, 100, tasks)
+    assert ranges[0][0] == 0 and ranges[-1][1] == 100
+    assert all(lo < hi for lo, hi in ranges) and all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert len(ranges) == min(tasks, 100) if tasks > len(starts) else len(ranges) <= tasks
+    if tasks <= len(starts):  # whole shards only
+        assert {lo for lo, _ in ranges} <= set(starts.tolist())
+    else:  # every shard split into pieces of its own
+        assert set(starts.tolist()) <= {lo for lo, _ in ranges}

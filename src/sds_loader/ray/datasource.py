@@ -113,7 +113,8 @@ class SDSDatasource(Datasource):
             if addressing is not None:
                 self._run_starts = np.asarray(addressing.starts[:-1], dtype=np.int64)
                 self._run_files = np.asarray(addressing.files[:-1], dtype=np.int64)
-                self._paths: tuple[str, ...] | None = tuple(addressing.paths)
+                # As the table keeps them: compact where it can, a path made per task.
+                self._paths: Sequence[str] | None = addressing.paths
             else:  # read by signal_dataset alone: one stretch of unknown files
                 self._run_starts = np.zeros(1, dtype=np.int64)
                 self._run_files = np.zeros(1, dtype=np.int64)

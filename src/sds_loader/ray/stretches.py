@@ -11,22 +11,9 @@ length, so the driver's memory does not grow with its record count.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
-
-
-@dataclass(frozen=True)
-class Stretch:
-    """Ordinals ``[first, stop)``, read by one task, and the shard files that hold them."""
-
-    first: int
-    stop: int
-    files: tuple[str, ...]
-
-    @property
-    def rows(self) -> int:
-        return self.stop - self.first
 
 
 def plan(run_starts: np.ndarray, count: int, tasks: int) -> list[tuple[int, int]]:
@@ -64,6 +51,12 @@ def plan(run_starts: np.ndarray, count: int, tasks: int) -> list[tuple[int, int]
         if left_over > 0:
             pieces[np.argsort(-(share - np.floor(share)), kind="stable")[:left_over]] += 1
         pieces = np.minimum(pieces, lengths)
+        # A run cannot hold more pieces than records: give the rest to the
+        # runs with the longest pieces that can still be split.
+        while (left_over := tasks - int(pieces.sum())) > 0:
+            room = np.flatnonzero(pieces < lengths)
+            longest = room[np.argsort(-(lengths[room] / pieces[room]), kind="stable")[:left_over]]
+            pieces[longest] += 1
         edges = [0]
         for first, length, parts in zip(starts.tolist(), lengths.tolist(), pieces.tolist(), strict=True):
             edges.extend(first + (length * k) // parts for k in range(1, parts + 1))
@@ -72,7 +65,7 @@ def plan(run_starts: np.ndarray, count: int, tasks: int) -> list[tuple[int, int]
 
 
 def files_of(
-    first: int, stop: int, run_starts: np.ndarray, run_files: np.ndarray, paths: tuple[str, ...]
+    first: int, stop: int, run_starts: np.ndarray, run_files: np.ndarray, paths: Sequence[str]
 ) -> tuple[str, ...]:
     """The shard files holding ordinals ``[first, stop)``, in the order they are met."""
     lo = int(np.searchsorted(run_starts, first, side="right")) - 1
