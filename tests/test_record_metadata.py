@@ -14,8 +14,8 @@ from sds_factory import WRITER_OPTIONS, record_chunks, write_dataset
 from test_windows import COUNT, record_length, varied
 
 from sds_loader import CorruptShardError
-from sds_loader.fallback import FallbackReader
 from sds_loader.record_metadata import FieldLayout, MetadataSource
+from sds_loader.storage.fallback import FallbackReader
 
 
 def source_for(root) -> MetadataSource:

@@ -22,7 +22,7 @@ from signal_dataset.storage import S3ObjectStore
 
 import sds_loader
 from sds_loader import addressing
-from sds_loader.s3_source import HEAD_BYTES
+from sds_loader.storage.s3_source import HEAD_BYTES
 
 TARGETS = ("label", "snr_db")
 

@@ -22,8 +22,8 @@ from s3_fixtures import endpoint_options, rclone_dataset, rclone_server, s3_serv
 from s3_server import FaultProxy, free_port
 from signal_dataset.storage.backends.s3 import S3Options
 
-from sds_loader.s3_source import HEAD_BYTES, TAIL_BYTES, S3RangeSource
 from sds_loader.storage import s3_source
+from sds_loader.storage.s3_source import HEAD_BYTES, TAIL_BYTES, S3RangeSource
 
 
 def shard_uris(uri: str) -> list[str]:

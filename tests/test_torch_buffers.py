@@ -13,16 +13,16 @@ import pytest
 from sds_factory import write_dataset
 from torch.utils.data import DataLoader
 
-from sds_loader import torch_buffers
 from sds_loader.dtypes import SAFETENSORS_TO_NUMPY
 from sds_loader.torch import SDSTorchDataset, collate
-from sds_loader.torch_buffers import (
+from sds_loader.torch import buffers as torch_buffers
+from sds_loader.torch.buffers import (
     PAGE_SIZE,
     PagePool,
     SharedMemorySource,
     torch_dtype,
 )
-from sds_loader.torch_ring import RingBatch
+from sds_loader.torch.ring import RingBatch
 
 RECORDS = 24
 

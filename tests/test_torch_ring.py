@@ -23,9 +23,9 @@ from sds_factory import capture, write_dataset
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
-from sds_loader import torch_ring
 from sds_loader.torch import Batch, SDSTorchDataset, collate
-from sds_loader.torch_ring import WorkerRing
+from sds_loader.torch import ring as torch_ring
+from sds_loader.torch.ring import WorkerRing
 
 RECORDS = 120
 BATCH = 8
