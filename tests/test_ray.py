@@ -362,3 +362,14 @@ def test_stretches_cover_the_ordinals_along_the_shards(tasks):
         assert {lo for lo, _ in ranges} <= set(starts.tolist())
     else:  # every shard split into pieces of its own
         assert set(starts.tolist()) <= {lo for lo, _ in ranges}
+
+
+def test_bad_arguments_fail_in_the_driver_naming_the_fix(captures):
+    with pytest.raises(sds_loader.UnknownNameError, match="fields= names 'nope'.*'samples'"):
+        read_sds(captures, fields=["nope"])
+    with pytest.raises(ValueError, match="override_num_blocks must be a positive integer"):
+        read_sds(captures, fields=["samples"], override_num_blocks=0)
+    with pytest.raises(ValueError, match="to_complex: 'label' is int64"):
+        to_complex({"label": np.arange(3)}, ["label"])
+    with pytest.raises(KeyError, match="the batch has no 'samples'"):
+        to_complex({"label": np.arange(3)}, ["samples"])

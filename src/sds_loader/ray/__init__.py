@@ -82,6 +82,15 @@ def read_sds(
     order. A window's random crops follow the same `seed` and epoch.
     `ray_remote_args` and `concurrency` go to `ray.data.read_datasource`.
     """
+    if override_num_blocks is not None and (
+        isinstance(override_num_blocks, bool)
+        or not isinstance(override_num_blocks, int)
+        or override_num_blocks < 1
+    ):
+        raise ValueError(
+            f"override_num_blocks must be a positive integer (read tasks) or None, "
+            f"not {override_num_blocks!r}"
+        )
     source = SDSDatasource(
         uri,
         fields=fields,
