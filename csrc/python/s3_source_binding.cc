@@ -49,13 +49,12 @@ sdsl::ObjectStoreKind StoreKind(const std::string& store) {
   throw py::value_error("store must be 's3' or 'gcs', not '" + store + "'");
 }
 
-std::shared_ptr<sdsl::S3Source> MakeS3Source(std::vector<std::string> uris,
-                                             std::vector<std::string> urls, int max_attempts,
-                                             double backoff_seconds, double backoff_max_seconds,
-                                             double connect_timeout, double read_timeout,
-                                             size_t requests_in_flight, uint64_t tail_bytes,
-                                             uint64_t head_bytes, uint64_t readahead_bytes,
-                                             uint64_t part_bytes, const std::string& store) {
+std::shared_ptr<sdsl::S3Source> MakeS3Source(
+    std::vector<std::string> uris, std::vector<std::string> urls, int max_attempts,
+    double backoff_seconds, double backoff_max_seconds, double connect_timeout, double read_timeout,
+    size_t requests_in_flight, uint64_t tail_bytes, uint64_t head_bytes, uint64_t readahead_bytes,
+    uint64_t part_bytes, const std::string& store, std::string cache_dir, uint64_t cache_limit,
+    uint64_t cache_floor) {
   if (requests_in_flight < 1) throw py::value_error("requests_in_flight must be at least 1");
   if (connect_timeout <= 0 || read_timeout <= 0 || backoff_seconds < 0 || backoff_max_seconds < 0) {
     throw py::value_error("timeouts must be positive and backoff times not negative");
@@ -76,6 +75,10 @@ std::shared_ptr<sdsl::S3Source> MakeS3Source(std::vector<std::string> uris,
   settings.head_bytes = head_bytes;
   settings.readahead_bytes = readahead_bytes;
   settings.part_bytes = part_bytes;
+  settings.cache_dir = std::move(cache_dir);
+  settings.cache_limit = cache_limit;
+  settings.cache_floor = cache_floor;
+  py::gil_scoped_release release;  // a cache directory is created and read
   return std::make_shared<sdsl::S3Source>(std::move(settings));
 }
 
@@ -132,7 +135,8 @@ void BindS3Source(py::module_& m) {
            py::arg("backoff_seconds"), py::arg("backoff_max_seconds"), py::arg("connect_timeout"),
            py::arg("read_timeout"), py::arg("requests_in_flight"), py::arg("tail_bytes"),
            py::arg("head_bytes"), py::arg("readahead_bytes"), py::arg("part_bytes"),
-           py::arg("store") = "s3")
+           py::arg("store") = "s3", py::arg("cache_dir") = "", py::arg("cache_limit") = 0,
+           py::arg("cache_floor") = uint64_t{1} << 30)
       .def(
           "set_credentials",
           [](sdsl::S3Source& source, std::string region, std::string access_key,
@@ -169,11 +173,44 @@ void BindS3Source(py::module_& m) {
            py::call_guard<py::gil_scoped_release>(),
            "Waits until the ranges announced so far are fetched; False on timeout.")
       .def("close", &sdsl::S3Source::Close, py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("counters", [](const sdsl::S3Source& source) {
-        const sdsl::S3Counters counters = source.counters();
-        return py::make_tuple(counters.requests, counters.bytes, counters.retries,
-                              counters.ahead_hits);
-      });
+      .def_property_readonly("counters",
+                             [](const sdsl::S3Source& source) {
+                               const sdsl::S3Counters counters = source.counters();
+                               return py::make_tuple(counters.requests, counters.bytes,
+                                                     counters.retries, counters.ahead_hits);
+                             })
+      .def_property_readonly(
+          "cache_counters",
+          [](const sdsl::S3Source& source) -> py::object {
+            const sdsl::NodeCache* cache = source.node_cache();
+            if (cache == nullptr) return py::none();
+            const sdsl::NodeCacheCounters counters = cache->counters();
+            return py::make_tuple(counters.hits, counters.misses, counters.hit_bytes,
+                                  counters.stored_bytes, counters.waits, counters.dropped);
+          },
+          "(hits, misses, hit_bytes, stored_bytes, waits, dropped) of the node cache, or None")
+      .def_property_readonly(
+          "cache_warning",
+          [](const sdsl::S3Source& source) {
+            const sdsl::NodeCache* cache = source.node_cache();
+            return cache == nullptr ? std::string() : cache->warning();
+          },
+          "Why the node cache is off, or '' while it is on (or none was asked for)")
+      .def_property_readonly(
+          "cache_limit",
+          [](const sdsl::S3Source& source) -> uint64_t {
+            const sdsl::NodeCache* cache = source.node_cache();
+            return cache == nullptr ? 0 : cache->limit();
+          },
+          "Bytes the node cache may take (0 without one)")
+      .def(
+          "cache_usage",
+          [](const sdsl::S3Source& source) -> uint64_t {
+            sdsl::NodeCache* cache = source.node_cache();
+            return cache == nullptr || !cache->enabled() ? 0 : cache->usage();
+          },
+          py::call_guard<py::gil_scoped_release>(),
+          "Bytes the node cache's entries take now, for every process that shares it");
 }
 
 }  // namespace sdsl_python

@@ -204,7 +204,13 @@ S3Source::S3Source(S3Settings settings)
     : settings_(std::move(settings)),
       client_(settings_.http),
       ahead_(settings_.readahead_bytes),
-      shards_(settings_.urls.size()) {
+      cache_(settings_.cache_dir.empty()
+                 ? nullptr
+                 : std::make_unique<NodeCache>(settings_.cache_dir, settings_.cache_limit,
+                                               settings_.cache_floor)),
+      shards_(settings_.urls.size()),
+      cached_(settings_.urls.size()),
+      cached_version_(settings_.urls.size()) {
   for (size_t k = 0; k < kReadaheadThreads; ++k) {
     readahead_.push_back(std::make_unique<TaskThread>(/*max_pending=*/8));
   }
@@ -222,6 +228,72 @@ void S3Source::LockForFork() { mutex_.lock(); }
 void S3Source::UnlockInParent() { mutex_.unlock(); }
 
 void S3Source::ResetInChild() { mutex_.unlock(); }
+
+std::shared_ptr<NodeCache::Object> S3Source::CachedObject(size_t file) {
+  Shard shard;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shard = shards_.at(file);
+    if (cache_ == nullptr || !shard.known || shard.version.empty()) return nullptr;
+    if (cached_version_[file] == shard.version) return cached_[file];
+  }
+  // Opened outside the lock: it reads the object's directory.
+  std::shared_ptr<NodeCache::Object> object =
+      cache_->Open(settings_.urls[file], shard.version, shard.size);
+  std::lock_guard<std::mutex> lock(mutex_);
+  cached_[file] = object;
+  cached_version_[file] = shard.version;
+  return object;
+}
+
+namespace {
+
+// Lets go of the claims of gaps whose fetch did not finish.
+class ClaimRelease {
+ public:
+  ClaimRelease(NodeCache* cache, std::vector<std::pair<size_t, NodeCache::Gap>>* gaps)
+      : cache_(cache), gaps_(gaps) {}
+  ~ClaimRelease() {
+    for (const auto& gap : *gaps_) cache_->Release(gap.second);
+  }
+
+ private:
+  NodeCache* cache_;
+  std::vector<std::pair<size_t, NodeCache::Gap>>* gaps_;
+};
+
+}  // namespace
+
+void S3Source::StoreGaps(const std::vector<std::pair<size_t, NodeCache::Gap>>& gaps) {
+  // Runs of back-to-back gaps (a chunk's header and payload go to different
+  // buffers) become one entry, not one per buffer.
+  std::vector<uint8_t> joined;
+  size_t k = 0;
+  while (k < gaps.size()) {
+    size_t end = k + 1;
+    uint64_t size = gaps[k].second.size;
+    while (end < gaps.size() && gaps[end].first == gaps[k].first &&
+           gaps[end].second.offset == gaps[k].second.offset + size && size < settings_.part_bytes) {
+      size += gaps[end].second.size;
+      ++end;
+    }
+    const std::shared_ptr<NodeCache::Object> object = CachedObject(gaps[k].first);
+    if (object != nullptr) {
+      if (end == k + 1) {
+        cache_->Store(*object, gaps[k].second.offset, size, gaps[k].second.dst);
+      } else {
+        joined.resize(size);
+        uint64_t at = 0;
+        for (size_t j = k; j < end; ++j) {
+          std::memcpy(joined.data() + at, gaps[j].second.dst, gaps[j].second.size);
+          at += gaps[j].second.size;
+        }
+        cache_->Store(*object, gaps[k].second.offset, size, joined.data());
+      }
+    }
+    k = end;
+  }
+}
 
 S3Source::Shard S3Source::ShardOf(size_t file) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -356,6 +428,10 @@ void S3Source::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*pl
   std::shared_ptr<const Tail> tail;
   size_t tail_file = 0;
   std::vector<RangeRequest> rest;
+  // Ranges the node cache lacks, each claimed for this read while it is
+  // fetched: let go of when stored, or when the fetch fails.
+  std::vector<std::pair<size_t, NodeCache::Gap>> gaps;
+  ClaimRelease release(cache_.get(), &gaps);
   // Waiting for announced bytes is the first attempt at them, bounded as
   // any attempt is by the stall timeout: a read that waited that long for
   // an announcement that stalled has one attempt fewer of its own.
@@ -405,9 +481,20 @@ void S3Source::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*pl
                     " s (the stall timeout), and max_attempts=1 allows no attempt of its own");
       }
     }
-    rest.push_back(request);
+    const std::shared_ptr<NodeCache::Object> object =
+        cache_ != nullptr && cache_->enabled() ? CachedObject(request.file) : nullptr;
+    if (object == nullptr) {
+      rest.push_back(request);
+      continue;
+    }
+    for (const NodeCache::Gap& gap :
+         cache_->Read(*object, request.offset, request.size, request.dst, deadline)) {
+      rest.push_back({request.file, gap.offset, gap.size, gap.dst});
+      gaps.emplace_back(request.file, gap);
+    }
   }
   if (!rest.empty()) FetchParts(rest, announcement_stalled ? 1 : 0);
+  if (!gaps.empty()) StoreGaps(gaps);
 }
 
 void S3Source::FetchParts(std::vector<RangeRequest>& requests, int attempts_spent) {
@@ -492,32 +579,86 @@ bool S3Source::WaitForReadahead(double seconds) {
 
 void S3Source::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges) {
   size_t finished = 0;
+  std::vector<std::pair<size_t, NodeCache::Gap>> gaps;
+  ClaimRelease release(cache_.get(), &gaps);
   try {
-    std::vector<HttpGet> gets(ranges.size());
-    std::vector<HttpGet*> pointers;
+    // Each range's GETs: the whole range, or with a node cache only what it
+    // lacks (none: the range is read from the disk). A range another process
+    // is fetching is left to the read that needs it, which waits for it.
+    struct Get {
+      size_t range = 0;
+      uint64_t offset = 0;
+      HttpGet http;
+    };
+    std::vector<Get> gets;
+    gets.reserve(ranges.size());
+    std::vector<bool> skipped(ranges.size(), false);
     for (size_t k = 0; k < ranges.size(); ++k) {
       AheadRange& range = *ranges[k];
-      gets[k].url = settings_.urls[range.file];
-      gets[k].range = RangeHeader(range.offset, range.data.size());
-      RequireVersion(settings_.store, ShardOf(range.file).version, &gets[k]);
-      gets[k].spans.push_back({range.data.data(), range.data.size()});
-      pointers.push_back(&gets[k]);
+      const Shard shard = ShardOf(range.file);
+      range.etag = shard.version;
+      std::vector<NodeCache::Gap> wanted;
+      const std::shared_ptr<NodeCache::Object> object =
+          cache_ != nullptr && cache_->enabled() ? CachedObject(range.file) : nullptr;
+      if (object != nullptr) {
+        wanted = cache_->Read(*object, range.offset, range.data.size(), range.data.data(),
+                              std::chrono::steady_clock::now(), /*wait=*/false);
+        for (const NodeCache::Gap& gap : wanted) {
+          if (gap.claim_fd == -2) skipped[k] = true;
+          gaps.emplace_back(range.file, gap);
+        }
+      } else {
+        wanted.push_back({range.offset, range.data.size(), range.data.data(), -1, {}});
+      }
+      if (skipped[k]) continue;
+      for (const NodeCache::Gap& gap : wanted) {
+        Get get;
+        get.range = k;
+        get.offset = gap.offset;
+        get.http.url = settings_.urls[range.file];
+        get.http.range = RangeHeader(gap.offset, gap.size);
+        RequireVersion(settings_.store, shard.version, &get.http);
+        get.http.spans.push_back({gap.dst, gap.size});
+        gets.push_back(std::move(get));
+      }
     }
-    client_.Perform(pointers.data(), pointers.size());
-    for (size_t k = 0; k < ranges.size(); ++k) {
-      AheadRange& range = *ranges[k];
-      const HttpGet& http = gets[k];
+    std::vector<HttpGet*> pointers;
+    for (Get& get : gets) pointers.push_back(&get.http);
+    if (!pointers.empty()) client_.Perform(pointers.data(), pointers.size());
+    std::vector<bool> whole(ranges.size(), true);
+    for (size_t k = 0; k < ranges.size(); ++k) whole[k] = !skipped[k];
+    for (const Get& get : gets) {
+      AheadRange& range = *ranges[get.range];
+      const HttpGet& http = get.http;
+      const uint64_t size = get.http.spans[0].size;
       ContentRange answered;
-      const bool whole =
-          (http.status == 200 || http.status == 206) && !http.overflowed &&
-          ParseContentRange(http.content_range, &answered) && answered.first == range.offset &&
-          answered.end == range.offset + range.data.size() && http.received == range.data.size();
-      if (whole) {
+      const bool ok = (http.status == 200 || http.status == 206) && !http.overflowed &&
+                      ParseContentRange(http.content_range, &answered) &&
+                      answered.first == get.offset && answered.end == get.offset + size &&
+                      http.received == size && VersionOf(settings_.store, http) == range.etag;
+      if (ok) {
         requests_ += 1;
         bytes_ += http.received;
+      } else {
+        whole[get.range] = false;
       }
-      range.etag = VersionOf(settings_.store, http);
-      ahead_.Finish(ranges[k], whole);
+    }
+    // What arrived goes to the node cache; a range with any part missing is
+    // not (its claims are let go, and the read fetches it).
+    std::vector<std::pair<size_t, NodeCache::Gap>> fetched;
+    for (const auto& gap : gaps) {
+      for (size_t k = 0; k < ranges.size(); ++k) {
+        const AheadRange& range = *ranges[k];
+        if (range.file == gap.first && gap.second.dst >= range.data.data() &&
+            gap.second.dst < range.data.data() + range.data.size() && whole[k] &&
+            gap.second.claim_fd != -2) {
+          fetched.push_back(gap);
+        }
+      }
+    }
+    if (!fetched.empty()) StoreGaps(fetched);
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      ahead_.Finish(ranges[k], whole[k]);
       ++finished;
     }
   } catch (...) {

@@ -20,6 +20,10 @@
 // - WillNeed fetches the announced ranges on a thread of its own into a
 //   bounded cache (AheadCache) that reads then consume; it never blocks and
 //   never fails.
+// - With a cache directory (S3Settings::cache_dir), what reads and readahead
+//   fetch is written to a node cache and later reads of it are served from
+//   there, checked block by block; a shard whose version the store does not
+//   report is not cached.
 //
 // Addresses (URLs) and credentials are resolved by the caller: the binding
 // takes them from signal_dataset's store settings and the standard
@@ -40,6 +44,7 @@
 #include "base/task_thread.h"
 #include "sources/ahead_cache.h"
 #include "sources/http_client.h"
+#include "sources/node_cache.h"
 #include "sources/shard_source.h"
 #include "sources/store_rules.h"
 
@@ -66,6 +71,13 @@ struct S3Settings {
   // paces each connection, so one long GET would be bound by one
   // connection's speed.
   uint64_t part_bytes = uint64_t{1} << 20;
+  // A node-local disk cache of fetched ranges (node_cache.h), shared with
+  // every process given the same directory; none when empty. `cache_limit`
+  // 0: half the space free when it opens. `cache_floor`: bytes the disk
+  // keeps free.
+  std::string cache_dir;
+  uint64_t cache_limit = 0;
+  uint64_t cache_floor = uint64_t{1} << 30;
 };
 
 struct S3Counters {
@@ -95,6 +107,8 @@ class S3Source : public ShardSource, public ForkGuarded {
   // dropped); false when `seconds` pass first.
   bool WaitForReadahead(double seconds);
   S3Counters counters() const;
+  // The node cache, or null when none was asked for.
+  NodeCache* node_cache() const { return cache_.get(); }
   // Drops connections and cached bytes; reads after it start afresh. A read
   // running meanwhile fails with a storage error at its next attempt.
   void Close();
@@ -117,14 +131,22 @@ class S3Source : public ShardSource, public ForkGuarded {
   // `attempts_spent`: attempts the read has already used (see Fetch).
   void FetchParts(std::vector<RangeRequest>& parts, int attempts_spent);
   void ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges);
+  // The node cache's object for a shard whose version is known, or null.
+  std::shared_ptr<NodeCache::Object> CachedObject(size_t file);
+  // Writes fetched gaps to the node cache, back-to-back ones as one entry.
+  void StoreGaps(const std::vector<std::pair<size_t, NodeCache::Gap>>& gaps);
 
   const S3Settings settings_;
   HttpClient client_;
   AheadCache ahead_;
-  mutable std::mutex mutex_;  // guards shards_, tails_, tail_order_
+  const std::unique_ptr<NodeCache> cache_;
+  mutable std::mutex mutex_;  // guards shards_, tails_, tail_order_, cached_
   std::vector<Shard> shards_;
   std::unordered_map<size_t, std::shared_ptr<const Tail>> tails_;
   std::vector<size_t> tail_order_;  // least recently opened first
+  // Each shard's node-cache object, once its version is known (null: not cached).
+  std::vector<std::shared_ptr<NodeCache::Object>> cached_;
+  std::vector<std::string> cached_version_;  // the version each was opened for
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> retries_{0};

@@ -26,6 +26,7 @@ from sds_loader.outputs import Allocator, adopt, allocate
 from sds_loader.record_metadata import MetadataSource, describe_axes
 from sds_loader.schema import FieldSpec, Schema, TargetSpec, target_kind
 from sds_loader.storage import control_reads, fallback, sources
+from sds_loader.storage.node_cache import CacheSettings, cache_settings
 from sds_loader.storage.remote_readahead import RemoteReadahead
 from sds_loader.storage.stores import for_root, portable
 from sds_loader.windows import Window, crop_starts, length_key, normalize_starts
@@ -76,6 +77,11 @@ class ReadStats:
     #: Native batches in which a helper thread, not only the caller's, decoded
     #: records (a small warm batch stays on one thread; see README, "threads").
     helped_batches: int = 0
+    #: The node cache (`cache_dir`): ranges served from it whole, ranges that
+    #: fetched some of their bytes, and bytes served from it.
+    cache_hits: int = 0
+    cache_misses: int = 0
+    cache_hit_bytes: int = 0
 
     def _add(self, **counts: int) -> None:
         with _STATS_LOCK:
@@ -93,12 +99,15 @@ class _ProcessState:
         verify_checksums: bool,
         max_open_files: int,
         requests_in_flight: int | None,
+        cache: CacheSettings | None = None,
     ) -> None:
 
         self.pid = os.getpid()
         store = for_root(uri, object_store)
         with control_reads.coalesced(store):
             self.dataset = open_dataset(uri, object_store=store)
+            # Before any source is made for its shards: records', metadata's, annotations'.
+            sources.use_cache(self.dataset, cache)
             self.native_reason = native_unavailable_reason(self.dataset)
             self.table: ShardTable | None = None
             if self.native_reason is None:
@@ -119,6 +128,7 @@ class _ProcessState:
         self._metadata: MetadataSource | None = None
         #: The source's counters as last added to the reader's stats.
         self.counted = (0, 0)
+        self.cache_counted = (0, 0, 0)
         #: Carries out announcements for object storage (its thread starts on the first).
         self._readahead = (
             RemoteReadahead(self.native, self.source)
@@ -232,6 +242,14 @@ class BatchReader:
     `signal_dataset.open`, and by default the store comes from signal_dataset's
     registry, as it does for `signal_dataset.open(uri)`.
 
+    `cache_dir` keeps what is fetched from S3 or GCS on this machine's disk:
+    later reads of those bytes (the next epoch) are served from there, each
+    64 KiB block's hash checked, and every process given the same directory
+    (DataLoader workers, ranks) shares it, fetching each byte once between
+    them. `cache_limit` (bytes, or a string such as ``"200GB"``) bounds it;
+    by default it may take half the disk's free space. See README, "A node
+    cache for object storage".
+
     A reference dataset (a published `DatasetView`) is read natively from the
     shards its manifests name. Shards the native core cannot read (transposed
     chunks, stores it has no source for) are served by signal_dataset's reader, in a helper
@@ -255,6 +273,8 @@ class BatchReader:
         annotations: Sequence[Annotations] = (),
         extras: Sequence[str] = (),
         labels: Mapping[str, Sequence[str]] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
     ) -> None:
         if not isinstance(uri, str | os.PathLike):
             raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
@@ -289,6 +309,7 @@ class BatchReader:
                 f"requests_in_flight must be a positive integer or None, not {requests_in_flight!r}"
             )
         self._requests_in_flight = requests_in_flight
+        self._cache = cache_settings(cache_dir, cache_limit)
         self._object_store = object_store
         self._schema: Schema | None = None
         self._lock = threading.Lock()
@@ -338,6 +359,7 @@ class BatchReader:
                         self._verify,
                         self._max_open_files,
                         self._requests_in_flight,
+                        self._cache,
                     )
                     if state.native is not None and self._max_chunk_bytes is not None:
                         state.native.max_chunk_bytes = self._max_chunk_bytes
@@ -913,6 +935,13 @@ class BatchReader:
             counted, state.counted = state.counted, (requests, fetched)
             self.stats.fetch_requests += requests - counted[0]
             self.stats.fetched_bytes += fetched - counted[1]
+            cache = state.source.cache_counters
+            now = (cache.hits, cache.misses, cache.hit_bytes)
+            before, state.cache_counted = state.cache_counted, now
+            self.stats.cache_hits += now[0] - before[0]
+            self.stats.cache_misses += now[1] - before[1]
+            self.stats.cache_hit_bytes += now[2] - before[2]
+        state.source.check_cache()
 
     def _probe(self, ordinal: int) -> Schema:
         """Learn one record's layout: its fields' dtypes and shapes, its targets' kinds."""

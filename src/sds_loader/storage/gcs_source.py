@@ -40,6 +40,7 @@ from sds_loader.storage.native_range import (
     NativeRangeSource,
     native_settings,
 )
+from sds_loader.storage.node_cache import CacheSettings
 
 if TYPE_CHECKING:
     from sds_loader import _native
@@ -140,6 +141,7 @@ class GcsRangeSource(NativeRangeSource):
         connect_timeout: float = 10.0,
         read_timeout: float = 30.0,
         readahead_bytes: int = READAHEAD_BYTES,
+        cache: CacheSettings | None = None,
     ) -> None:
         self._options = options_of() if options is None else options
         super().__init__(
@@ -153,6 +155,7 @@ class GcsRangeSource(NativeRangeSource):
                 read_timeout=read_timeout,
                 readahead_bytes=readahead_bytes,
             ),
+            cache,
         )
         #: Whether google.auth.default() was asked in this process and found nothing.
         self._none_found = False
@@ -171,7 +174,9 @@ class GcsRangeSource(NativeRangeSource):
         for uri in self._uris:
             bucket, key = gcs_parts(uri)
             urls.append(object_url(self._options.endpoint, bucket, key))
-        return _native.S3Source(list(self._uris), urls, **self._settings, store="gcs")
+        return _native.S3Source(
+            list(self._uris), urls, **self._settings, **self._cache_arguments(), store="gcs"
+        )
 
     def _hand_credentials(self, native: _native.S3Source) -> None:
         """Give `native` a valid access token (anonymous requests when there is none to give)."""

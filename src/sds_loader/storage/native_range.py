@@ -26,6 +26,9 @@ What the native source guarantees (see csrc/sources/s3_source.h):
   and never raises.
 - Connections belong to one process: a forked child (a DataLoader worker)
   opens its own and never touches the parent's.
+- With `cache` (storage/node_cache.py), what it fetches is written to a
+  node-local disk cache shared by every process given the same directory,
+  and later reads of those bytes are served from there.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
+
+from sds_loader.storage.node_cache import CacheSettings, warn_once
 
 if TYPE_CHECKING:
     from sds_loader import _native
@@ -121,6 +126,14 @@ def native_settings(
     )
 
 
+class CacheArguments(TypedDict, total=False):
+    """The native source's node-cache arguments."""
+
+    cache_dir: str
+    cache_limit: int
+    cache_floor: int
+
+
 @dataclass(frozen=True)
 class FetchCounters:
     """What one process's source has asked the store for so far.
@@ -134,6 +147,25 @@ class FetchCounters:
     bytes: int = 0
     retries: int = 0
     ahead_hits: int = 0
+
+
+@dataclass(frozen=True)
+class CacheCounters:
+    """What one process's source has found in the node cache so far.
+
+    `hits` and `misses` count ranges a read (or readahead) looked for whole:
+    a miss fetched some of its bytes. `hit_bytes` were served from the cache;
+    `stored_bytes` were written to it; `waits` counts ranges another process
+    was fetching, waited for rather than fetched again; `dropped` counts
+    damaged entries thrown away (and their bytes fetched again).
+    """
+
+    hits: int = 0
+    misses: int = 0
+    hit_bytes: int = 0
+    stored_bytes: int = 0
+    waits: int = 0
+    dropped: int = 0
 
 
 #: Every source of this process, so that a forked child can drop what it inherited.
@@ -156,9 +188,12 @@ class NativeRangeSource:
     (who is asking), and drop their credential objects in `_forget_parent`.
     """
 
-    def __init__(self, uris: Sequence[str], settings: NativeSettings) -> None:
+    def __init__(
+        self, uris: Sequence[str], settings: NativeSettings, cache: CacheSettings | None = None
+    ) -> None:
         self._uris = tuple(uris)
         self._settings = settings
+        self._cache = cache
         self._in_flight = settings["requests_in_flight"]
         self._lock = threading.Lock()
         self._native: _native.S3Source | None = None
@@ -232,6 +267,26 @@ class NativeRangeSource:
             return FetchCounters()
         return FetchCounters(*native.counters)
 
+    @property
+    def cache_counters(self) -> CacheCounters:
+        """The node cache's counters for this process (all 0 without a cache)."""
+        native = self._native
+        if native is None or self._cache is None:
+            return CacheCounters()
+        counters = native.cache_counters
+        return CacheCounters() if counters is None else CacheCounters(*counters)
+
+    def cache_usage(self) -> int:
+        """Bytes the node cache's entries take now, whichever processes wrote them (0 without one)."""
+        native = self._native
+        return 0 if native is None else int(native.cache_usage())
+
+    def check_cache(self) -> None:
+        """Warn, once per process, when the node cache was turned off (reads go on without it)."""
+        native = self._native
+        if native is not None and self._cache is not None:
+            warn_once(native.cache_warning)
+
     def close(self) -> None:
         """Drop this process's connections and cached bytes; a later read opens new ones."""
         native = self._native
@@ -253,6 +308,14 @@ class NativeRangeSource:
     def _make_native(self) -> _native.S3Source:
         """The native source for this process: one URL per shard, no credentials yet."""
         raise NotImplementedError
+
+    def _cache_arguments(self) -> CacheArguments:
+        """The native source's node-cache arguments (none without a cache)."""
+        if self._cache is None:
+            return CacheArguments()
+        return CacheArguments(
+            cache_dir=self._cache.directory, cache_limit=self._cache.limit, cache_floor=self._cache.floor
+        )
 
     def _hand_credentials(self, native: _native.S3Source) -> None:
         """Give `native` the chain's current credentials (anonymous requests when there are none)."""

@@ -49,6 +49,7 @@ from sds_loader.storage.native_range import (
     NativeRangeSource,
     native_settings,
 )
+from sds_loader.storage.node_cache import CacheSettings
 from sds_loader.storage.s3_client import ClientIdentity
 
 if TYPE_CHECKING:
@@ -193,6 +194,7 @@ class S3RangeSource(NativeRangeSource):
         connect_timeout: float = 10.0,
         read_timeout: float = 30.0,
         readahead_bytes: int = READAHEAD_BYTES,
+        cache: CacheSettings | None = None,
     ) -> None:
         self._options = S3Options() if options is None else options
         self._client = client
@@ -207,6 +209,7 @@ class S3RangeSource(NativeRangeSource):
                 read_timeout=read_timeout,
                 readahead_bytes=readahead_bytes,
             ),
+            cache,
         )
         self._region: str | None = None
 
@@ -221,7 +224,9 @@ class S3RangeSource(NativeRangeSource):
                 urls.append(address(self._client.endpoint_url, self._client.addressing_style, bucket, key))
             else:
                 urls.append(object_url(self._options, region, bucket, key))
-        return _native.S3Source(list(self._uris), urls, **self._settings, store="s3")
+        return _native.S3Source(
+            list(self._uris), urls, **self._settings, **self._cache_arguments(), store="s3"
+        )
 
     def _signing_region(self) -> str:
         """The region requests are signed for, resolved once per source."""

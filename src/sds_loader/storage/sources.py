@@ -19,6 +19,7 @@ says why.
 from __future__ import annotations
 
 import importlib.util
+import weakref
 from collections.abc import Sequence
 
 import signal_dataset as sds
@@ -26,6 +27,7 @@ from signal_dataset.storage import GCSObjectStore, S3ObjectStore
 
 from sds_loader.storage.gcs_source import GcsRangeSource, credentials_of, options_of
 from sds_loader.storage.native_range import DEFAULT_REQUESTS_IN_FLIGHT, NativeRangeSource
+from sds_loader.storage.node_cache import CacheSettings
 from sds_loader.storage.s3_client import identity_of
 from sds_loader.storage.s3_source import S3RangeSource
 
@@ -86,18 +88,47 @@ def unavailable_reason(dataset: sds.Dataset, uris: Sequence[str]) -> str | None:
     )
 
 
+#: The node cache of each dataset opened with one (BatchReader's cache_dir):
+#: every source made for its shards, records', metadata's and annotation
+#: sets' alike, caches through it.
+_CACHES: weakref.WeakKeyDictionary[sds.Dataset, CacheSettings] = weakref.WeakKeyDictionary()
+
+
+def use_cache(dataset: sds.Dataset, cache: CacheSettings | None) -> None:
+    """Make every source later made for `dataset`'s shards write to and read from `cache`."""
+    if cache is None:
+        _CACHES.pop(dataset, None)
+    else:
+        _CACHES[dataset] = cache
+
+
 def for_shards(
-    dataset: sds.Dataset, uris: Sequence[str], *, requests_in_flight: int | None = None
+    dataset: sds.Dataset,
+    uris: Sequence[str],
+    *,
+    requests_in_flight: int | None = None,
+    cache: CacheSettings | None = None,
 ) -> NativeRangeSource | None:
-    """The byte source for `uris` (None: local files); call only when `unavailable_reason` is None."""
+    """The byte source for `uris` (None: local files); call only when `unavailable_reason` is None.
+
+    `cache`: the node cache the source writes what it fetches to (by
+    default the one `use_cache` gave the dataset; local shards need none:
+    they are on this machine's disk already).
+    """
     if _schemes(uris) <= {""}:
         return None
     store = dataset.object_store
+    if cache is None:
+        cache = _CACHES.get(dataset)
     in_flight = DEFAULT_REQUESTS_IN_FLIGHT if requests_in_flight is None else requests_in_flight
     if isinstance(store, GCSObjectStore):
         return GcsRangeSource(
-            uris, options_of(store), credentials=credentials_of(store), requests_in_flight=in_flight
+            uris,
+            options_of(store),
+            credentials=credentials_of(store),
+            requests_in_flight=in_flight,
+            cache=cache,
         )
     assert isinstance(store, S3ObjectStore)
     client = identity_of(getattr(store, "_client", None))
-    return S3RangeSource(uris, store.options, client=client, requests_in_flight=in_flight)
+    return S3RangeSource(uris, store.options, client=client, requests_in_flight=in_flight, cache=cache)
