@@ -12,6 +12,8 @@ loader's.
 
 from __future__ import annotations
 
+import torch_required  # noqa: F401 - skips this module without torch
+
 import functools
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -20,18 +22,15 @@ from typing import Any
 import numpy as np
 import pytest
 import signal_dataset as sds
+from sds_factory import capture, write_dataset
 
-torch = pytest.importorskip("torch")
-
-from sds_factory import capture, write_dataset  # noqa: E402
-
-from sds_loader.samplers import (  # noqa: E402
+from sds_loader.samplers import (
     LengthBucketSampler,
     MixtureSampler,
     ShardAwareSampler,
     sampler_state,
 )
-from sds_loader.torch import Mixture, SDSTorchDataset, collate  # noqa: E402
+from sds_loader.torch import Mixture, SDSTorchDataset, collate
 
 WORLDS = (1, 2, 3, 4, 8)
 RECORDS = 150

@@ -11,6 +11,8 @@ this process.
 
 from __future__ import annotations
 
+import torch_required  # noqa: F401 - skips this module without torch
+
 import json
 import os
 import subprocess
@@ -21,7 +23,6 @@ import numpy as np
 import pytest
 import signal_dataset as sds
 
-pytest.importorskip("torch")
 pytest.importorskip("torch.distributed")
 pytest.importorskip("torchdata.stateful_dataloader")
 
