@@ -356,6 +356,56 @@ uint64_t NodeCache::Evict(uint64_t needed, uint64_t used) {
   return used > freed ? used - freed : 0;
 }
 
+bool NodeCache::Known(const std::string& url, std::string* version, uint64_t* size) {
+  if (!enabled()) return false;
+  const std::string url_dir = root_ + "/objects/" + Hex(HashOf(url));
+  const std::string prefix = std::string(kLayout) + "\nurl " + url + "\nversion ";
+  for (const std::string& name : List(url_dir)) {
+    if (name[0] == '.') continue;
+    const int fd = OpenTracked(url_dir + "/" + name + "/identity", O_RDONLY);
+    if (fd < 0) continue;
+    std::string text(prefix.size() + 4096, '\0');
+    const ssize_t got = pread(fd, text.data(), text.size(), 0);
+    CloseTracked(fd);
+    if (got <= 0) continue;
+    text.resize(static_cast<size_t>(got));
+    if (text.compare(0, prefix.size(), prefix) != 0) continue;
+    const size_t end_version = text.find("\nsize ", prefix.size());
+    if (end_version == std::string::npos) continue;
+    const std::string found = text.substr(prefix.size(), end_version - prefix.size());
+    char* end = nullptr;
+    const unsigned long long bytes = strtoull(text.c_str() + end_version + 6, &end, 10);
+    if (found.empty() || end == nullptr || *end != '\n') continue;
+    *version = found;
+    *size = bytes;
+    return true;
+  }
+  return false;
+}
+
+int NodeCache::LockUrl(const std::string& url, bool wait,
+                       std::chrono::steady_clock::time_point deadline) {
+  if (!enabled()) return -1;
+  const std::string url_dir = root_ + "/objects/" + Hex(HashOf(url));
+  if (!MakeDir(url_dir)) return -1;
+  const int fd = OpenTracked(url_dir + "/.lock", O_RDWR | O_CREAT);
+  if (fd < 0) return -1;
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK || !wait || std::chrono::steady_clock::now() >= deadline) {
+      CloseTracked(fd);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return fd;
+}
+
+void NodeCache::UnlockUrl(int fd) {
+  if (fd < 0) return;
+  flock(fd, LOCK_UN);
+  CloseTracked(fd);
+}
+
 std::shared_ptr<NodeCache::Object> NodeCache::Open(const std::string& url,
                                                    const std::string& version, uint64_t size) {
   if (!enabled() || version.empty()) return nullptr;
@@ -368,7 +418,7 @@ std::shared_ptr<NodeCache::Object> NodeCache::Open(const std::string& url,
   // Other versions of the object are never served again: their bytes go.
   uint64_t stale = 0;
   for (const std::string& other : List(url_dir)) {
-    if (other != name) stale += RemoveObjectDir(url_dir + "/" + other);
+    if (other != name && other[0] != '.') stale += RemoveObjectDir(url_dir + "/" + other);
   }
   if (stale > 0) Unreserve(stale);
   const std::string dir = url_dir + "/" + name;

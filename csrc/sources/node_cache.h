@@ -83,6 +83,17 @@ class NodeCache : public ForkGuarded {
   uint64_t usage();
 
   struct Object;
+  // The version and size of the object at `url` the cache holds bytes of
+  // (the last one seen); false when it holds none.
+  bool Known(const std::string& url, std::string* version, uint64_t* size);
+  // Takes the lock a process holds while it learns the version of the
+  // object at `url` (its first GET), so that the other processes opening it
+  // then find its footer in the cache. Returns the lock's descriptor, or -1
+  // when another process holds it (`wait`: until it lets go or `deadline`
+  // passes) or the cache cannot take it.
+  int LockUrl(const std::string& url, bool wait, std::chrono::steady_clock::time_point deadline);
+  void UnlockUrl(int fd);
+
   // The object read from `url` at `version` with `size` bytes; null when it
   // cannot be cached (no version, or the cache is off).
   std::shared_ptr<Object> Open(const std::string& url, const std::string& version, uint64_t size);

@@ -345,51 +345,23 @@ std::vector<std::shared_ptr<const S3Source::Tail>> S3Source::OpenTails(
     }
   }
   if (wanted.empty()) return opened;
-  // Each shard's tail and first bytes, all in flight at once. A head that
-  // fails costs nothing (the core's own read of those bytes fetches and
-  // reports), so heads get the tails' first attempt and no other.
-  std::vector<S3Get> tails(wanted.size());
-  std::vector<S3Get> heads(wanted.size());
-  std::vector<S3Get*> required;
-  std::vector<S3Get*> optional;
-  for (size_t k = 0; k < wanted.size(); ++k) {
-    S3Get& tail = tails[k];
-    tail.file = wanted[k];
-    tail.tail = true;
-    tail.http.url = settings_.urls[wanted[k]];
-    tail.http.range = "bytes=-" + std::to_string(settings_.tail_bytes);
-    tail.http.body_limit = settings_.tail_bytes;
-    required.push_back(&tail);
-    S3Get& head = heads[k];
-    head.file = wanted[k];
-    head.size = settings_.head_bytes;
-    head.http.url = settings_.urls[wanted[k]];
-    head.http.range = RangeHeader(0, settings_.head_bytes);
-    head.http.body_limit = settings_.head_bytes;
-    optional.push_back(&head);
-  }
-  Attempts(*this).Run(std::move(required), std::move(optional));
+  const std::vector<TailAnswer> answers = FetchTails(wanted, /*from_cache=*/true);
 
   std::lock_guard<std::mutex> lock(mutex_);
   for (size_t k = 0; k < wanted.size(); ++k) {
     const size_t file = wanted[k];
-    const HttpGet& http = tails[k].http;
-    ContentRange range{0, http.received, http.received};
-    if (!http.content_range.empty()) ParseContentRange(http.content_range, &range);
+    const TailAnswer& answer = answers[k];
     Shard& shard = shards_[file];
-    const std::string version = VersionOf(settings_.store, http);
-    if (shard.known && (Contradicts(shard.version, version) || shard.size != range.total)) {
+    if (shard.known && (Contradicts(shard.version, answer.version) || shard.size != answer.size)) {
       StorageFail(Replaced(Name(file)));
     }
     shard.known = true;
-    shard.size = range.total;
-    shard.version = version;
+    shard.size = answer.size;
+    shard.version = answer.version;
     auto tail = std::make_shared<Tail>();
-    tail->start = range.first;
-    tail->data = http.body;
-    const S3Get& head = heads[k];
-    if (tail->start > 0 && head.ok && VersionOf(settings_.store, head.http) == version)
-      tail->head = head.http.body;
+    tail->start = answer.start;
+    tail->data = answer.data;
+    tail->head = answer.head;
     tails_[file] = tail;
     tail_order_.erase(std::remove(tail_order_.begin(), tail_order_.end(), file), tail_order_.end());
     tail_order_.push_back(file);
@@ -402,6 +374,149 @@ std::vector<std::shared_ptr<const S3Source::Tail>> S3Source::OpenTails(
     tail_order_.erase(tail_order_.begin());
   }
   return opened;
+}
+
+namespace {
+
+// The node cache's locks on URLs being opened, let go of however the open ends.
+class UrlLocks {
+ public:
+  UrlLocks(NodeCache* cache, size_t count) : cache_(cache), fds_(count, -1) {}
+  ~UrlLocks() {
+    for (const int fd : fds_) cache_->UnlockUrl(fd);
+  }
+  int& operator[](size_t k) { return fds_[k]; }
+
+ private:
+  NodeCache* cache_;
+  std::vector<int> fds_;
+};
+
+}  // namespace
+
+std::vector<S3Source::TailAnswer> S3Source::FetchTails(const std::vector<size_t>& wanted,
+                                                       bool from_cache) {
+  NodeCache* const cache = cache_ != nullptr && cache_->enabled() ? cache_.get() : nullptr;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(settings_.http.stall_timeout_s));
+  // With a node cache, a shard whose footer it may hold is asked only for
+  // its last byte (its version and size, to check against the cache's); a
+  // shard it knows nothing of is opened by one process of the node at a
+  // time, so that the others find its footer in the cache.
+  std::vector<bool> probe(wanted.size(), false);
+  std::vector<std::string> known_version(wanted.size());
+  std::vector<uint64_t> known_size(wanted.size(), 0);
+  UrlLocks locks(cache_.get(), wanted.size());
+  if (cache != nullptr && from_cache) {
+    for (size_t k = 0; k < wanted.size(); ++k) {
+      const std::string& url = settings_.urls[wanted[k]];
+      probe[k] = cache->Known(url, &known_version[k], &known_size[k]);
+      if (!probe[k]) locks[k] = cache->LockUrl(url, /*wait=*/false, deadline);
+    }
+    for (size_t k = 0; k < wanted.size(); ++k) {
+      if (probe[k] || locks[k] >= 0) continue;
+      const std::string& url = settings_.urls[wanted[k]];
+      locks[k] = cache->LockUrl(url, /*wait=*/true, deadline);
+      probe[k] = cache->Known(url, &known_version[k], &known_size[k]);
+    }
+  }
+  // Each shard's tail and first bytes, all in flight at once. A head that
+  // fails costs nothing (the core's own read of those bytes fetches and
+  // reports), so heads get the tails' first attempt and no other.
+  std::vector<S3Get> tails(wanted.size());
+  std::vector<S3Get> heads(wanted.size());
+  std::vector<S3Get*> required;
+  std::vector<S3Get*> optional;
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    const uint64_t tail_bytes = probe[k] ? 1 : settings_.tail_bytes;
+    S3Get& tail = tails[k];
+    tail.file = wanted[k];
+    tail.tail = true;
+    tail.http.url = settings_.urls[wanted[k]];
+    tail.http.range = "bytes=-" + std::to_string(tail_bytes);
+    tail.http.body_limit = tail_bytes;
+    required.push_back(&tail);
+    if (probe[k]) continue;
+    S3Get& head = heads[k];
+    head.file = wanted[k];
+    head.size = settings_.head_bytes;
+    head.http.url = settings_.urls[wanted[k]];
+    head.http.range = RangeHeader(0, settings_.head_bytes);
+    head.http.body_limit = settings_.head_bytes;
+    optional.push_back(&head);
+  }
+  Attempts(*this).Run(std::move(required), std::move(optional));
+
+  std::vector<TailAnswer> answers(wanted.size());
+  std::vector<size_t> again;  // probed shards the cache turned out not to hold
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    const HttpGet& http = tails[k].http;
+    ContentRange range{0, http.received, http.received};
+    if (!http.content_range.empty()) ParseContentRange(http.content_range, &range);
+    TailAnswer& answer = answers[k];
+    answer.version = VersionOf(settings_.store, http);
+    answer.size = range.total;
+    if (probe[k]) {
+      if (!ReadCachedTail(wanted[k], known_version[k], known_size[k], &answer, deadline))
+        again.push_back(k);
+      continue;
+    }
+    answer.start = range.first;
+    answer.data = http.body;
+    const S3Get& head = heads[k];
+    if (answer.start > 0 && head.ok && VersionOf(settings_.store, head.http) == answer.version)
+      answer.head = head.http.body;
+    if (cache != nullptr && !answer.version.empty()) {
+      const std::shared_ptr<NodeCache::Object> object =
+          cache->Open(settings_.urls[wanted[k]], answer.version, answer.size);
+      if (object != nullptr) {
+        cache->Store(*object, answer.start, answer.data.size(),
+                     reinterpret_cast<const uint8_t*>(answer.data.data()));
+        if (!answer.head.empty()) {
+          cache->Store(*object, 0, answer.head.size(),
+                       reinterpret_cast<const uint8_t*>(answer.head.data()));
+        }
+      }
+    }
+  }
+  if (!again.empty()) {
+    std::vector<size_t> files;
+    for (const size_t k : again) files.push_back(wanted[k]);
+    const std::vector<TailAnswer> fetched = FetchTails(files, /*from_cache=*/false);
+    for (size_t j = 0; j < again.size(); ++j) answers[again[j]] = fetched[j];
+  }
+  return answers;
+}
+
+bool S3Source::ReadCachedTail(size_t file, const std::string& known_version, uint64_t known_size,
+                              TailAnswer* answer, std::chrono::steady_clock::time_point deadline) {
+  if (answer->version.empty() || answer->version != known_version || answer->size != known_size)
+    return false;
+  const std::shared_ptr<NodeCache::Object> object =
+      cache_->Open(settings_.urls[file], answer->version, answer->size);
+  if (object == nullptr) return false;
+  const uint64_t start =
+      answer->size > settings_.tail_bytes ? answer->size - settings_.tail_bytes : 0;
+  std::string data(answer->size - start, '\0');
+  std::vector<NodeCache::Gap> gaps =
+      cache_->Read(*object, start, data.size(), reinterpret_cast<uint8_t*>(data.data()), deadline);
+  if (!gaps.empty()) {
+    for (const NodeCache::Gap& gap : gaps) cache_->Release(gap);
+    return false;
+  }
+  answer->start = start;
+  answer->data = std::move(data);
+  const uint64_t head_bytes = std::min(settings_.head_bytes, start);
+  if (head_bytes > 0) {
+    std::string head(head_bytes, '\0');
+    gaps = cache_->Read(*object, 0, head_bytes, reinterpret_cast<uint8_t*>(head.data()), deadline,
+                        /*wait=*/false);
+    // The head is optional: without it, the core's first read of those bytes fetches them.
+    if (gaps.empty()) answer->head = std::move(head);
+    for (const NodeCache::Gap& gap : gaps) cache_->Release(gap);
+  }
+  return true;
 }
 
 uint64_t S3Source::Size(size_t file) {

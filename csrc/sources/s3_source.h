@@ -33,6 +33,7 @@
 #define SDS_LOADER_SOURCES_S3_SOURCE_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -127,6 +128,20 @@ class S3Source : public ShardSource, public ForkGuarded {
   class Attempts;
 
   std::vector<std::shared_ptr<const Tail>> OpenTails(const std::vector<size_t>& files);
+  // What opening a shard learns: its version, its size, its last bytes and
+  // its first ones (`head`, when `data` does not hold them).
+  struct TailAnswer {
+    std::string version;
+    uint64_t size = 0;
+    uint64_t start = 0;
+    std::string data;
+    std::string head;
+  };
+  // The tails of `wanted`, fetched, or with `from_cache` read from the node
+  // cache where it holds them (one byte fetched to check the version).
+  std::vector<TailAnswer> FetchTails(const std::vector<size_t>& wanted, bool from_cache);
+  bool ReadCachedTail(size_t file, const std::string& known_version, uint64_t known_size,
+                      TailAnswer* answer, std::chrono::steady_clock::time_point deadline);
   Shard ShardOf(size_t file);
   // `attempts_spent`: attempts the read has already used (see Fetch).
   void FetchParts(std::vector<RangeRequest>& parts, int attempts_spent);
