@@ -25,10 +25,12 @@ py::array_t<T> ArrayOwning(std::vector<T>&& values) {
   return py::array_t<T>({static_cast<py::ssize_t>(owned->size())}, owned->data(), free_when_done);
 }
 
-py::tuple AnnotationRows(sdsl::ShardSet& rows, sdsl::ShardSet& metadata, bool verify,
-                         const Int64Array& row_files, const Int64Array& row_records,
-                         const Int64Array& meta_files, const Int64Array& meta_records,
-                         const Int64Array& ordinals, const std::vector<std::string>& fields) {
+py::tuple AnnotationRows(sdsl::ShardSet& rows, sdsl::ShardSet& metadata,
+                         const py::object& verify_checksums, const Int64Array& row_files,
+                         const Int64Array& row_records, const Int64Array& meta_files,
+                         const Int64Array& meta_records, const Int64Array& ordinals,
+                         const std::vector<std::string>& fields) {
+  const sdsl::Verify verify = VerifyArg(verify_checksums);
   const py::ssize_t count = ordinals.size();
   for (const Int64Array* array :
        {&row_files, &row_records, &meta_files, &meta_records, &ordinals}) {

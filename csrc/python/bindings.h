@@ -10,12 +10,17 @@
 #include <cstdint>
 #include <memory>
 
+#include "read/verified_chunks.h"
 #include "sources/shard_source.h"
 
 namespace sdsl_python {
 
 using Int64Array =
     pybind11::array_t<int64_t, pybind11::array::c_style | pybind11::array::forcecast>;
+
+// `verify_checksums` as Python passes it: True, False or "once"; anything
+// else is refused with a ValueError naming the three.
+sdsl::Verify VerifyArg(const pybind11::handle& value);
 
 // ShardSet (a dataset's shards: read, probe) and the functions that take one.
 void BindShardSet(pybind11::module_& m);

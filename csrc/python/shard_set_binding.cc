@@ -59,10 +59,12 @@ void CheckRecordArrays(const Int64Array& files, const Int64Array& records) {
   }
 }
 
-std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths, bool verify_checksums,
+std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths,
+                                             const py::object& verify_checksums,
                                              size_t max_open_files, const py::object& source,
                                              const Int64Array& declared, std::string root,
                                              std::string prefix, const py::bytes& digests) {
+  const sdsl::Verify verify = VerifyArg(verify_checksums);
   std::string digest_bytes = digests;
   if (!digest_bytes.empty() && !paths.empty()) {
     throw py::value_error("pass shard paths, or a prefix and digests, not both");
@@ -79,7 +81,7 @@ std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths, boo
   }
   if (source.is_none()) {
     sdsl::LocalObjectRules rules{std::move(root), std::move(sizes)};
-    return std::make_unique<sdsl::ShardSet>(std::move(names), verify_checksums, max_open_files,
+    return std::make_unique<sdsl::ShardSet>(std::move(names), verify, max_open_files,
                                             std::move(rules));
   }
   // A source with a native side reads with no Python in the loop.
@@ -90,9 +92,9 @@ std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths, boo
       throw py::value_error("the source has " + std::to_string(direct->num_files()) +
                             " shards, the dataset " + std::to_string(count));
     }
-    return std::make_unique<sdsl::ShardSet>(std::move(direct), verify_checksums, std::move(sizes));
+    return std::make_unique<sdsl::ShardSet>(std::move(direct), verify, std::move(sizes));
   }
-  return std::make_unique<sdsl::ShardSet>(MakePythonSource(source, count), verify_checksums,
+  return std::make_unique<sdsl::ShardSet>(MakePythonSource(source, count), verify,
                                           std::move(sizes));
 }
 
@@ -189,6 +191,18 @@ py::object Probe(sdsl::ShardSet& set, size_t file, uint64_t shard_record, int64_
 
 }  // namespace
 
+sdsl::Verify VerifyArg(const py::handle& value) {
+  if (py::isinstance<py::bool_>(value)) {
+    return value.cast<bool>() ? sdsl::Verify::kEveryRead : sdsl::Verify::kNever;
+  }
+  if (py::isinstance<py::str>(value) && value.cast<std::string>() == "once") {
+    return sdsl::Verify::kOnce;
+  }
+  throw py::value_error("verify_checksums= must be True (every read), \"once\" (each chunk's "
+                        "first read in this process) or False (never), not " +
+                        py::repr(value).cast<std::string>());
+}
+
 void BindShardSet(py::module_& m) {
   py::class_<sdsl::ShardSet>(m, "ShardSet")
       .def(py::init(&MakeShardSet), py::arg("paths"), py::arg("verify_checksums"),
@@ -241,7 +255,9 @@ void BindShardSet(py::module_& m) {
 
   m.def(
       "record_bytes",
-      [](sdsl::ShardSet& set, bool verify, const Int64Array& files, const Int64Array& records) {
+      [](sdsl::ShardSet& set, const py::object& verify_checksums, const Int64Array& files,
+         const Int64Array& records) {
+        const sdsl::Verify verify = VerifyArg(verify_checksums);
         CheckRecordArrays(files, records);
         for (py::ssize_t k = 0; k < files.size(); ++k) {
           if (files.data()[k] < 0 || static_cast<size_t>(files.data()[k]) >= set.num_files()) {

@@ -174,7 +174,7 @@ void AppendItems(const TensorEntry& tensor, const uint8_t* data, int64_t ordinal
 
 }  // namespace
 
-AnnotationBatch ReadAnnotationRows(ShardSet& rows, ShardSet& metadata, bool verify,
+AnnotationBatch ReadAnnotationRows(ShardSet& rows, ShardSet& metadata, Verify verify,
                                    const int64_t* row_files, const int64_t* row_records,
                                    const int64_t* meta_files, const int64_t* meta_records,
                                    const int64_t* ordinals, size_t count,

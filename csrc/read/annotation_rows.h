@@ -45,7 +45,7 @@ struct AnnotationBatch {
 // the shard and the ordinal, a schema mismatch when two rows disagree on a
 // field's dtype or item shape, and an unsupported error for a row in a
 // transposed chunk.
-AnnotationBatch ReadAnnotationRows(ShardSet& rows, ShardSet& metadata, bool verify,
+AnnotationBatch ReadAnnotationRows(ShardSet& rows, ShardSet& metadata, Verify verify,
                                    const int64_t* row_files, const int64_t* row_records,
                                    const int64_t* meta_files, const int64_t* meta_records,
                                    const int64_t* ordinals, size_t count,

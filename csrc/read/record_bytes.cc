@@ -7,7 +7,7 @@
 
 namespace sdsl {
 
-std::vector<std::optional<std::string>> ReadRecordBytes(ShardSet& set, bool verify,
+std::vector<std::optional<std::string>> ReadRecordBytes(ShardSet& set, Verify verify,
                                                         const int64_t* files,
                                                         const int64_t* shard_records,
                                                         size_t count) {
@@ -36,7 +36,10 @@ std::vector<std::optional<std::string>> ReadRecordBytes(ShardSet& set, bool veri
       if (files[k] != held_file || c != held_chunk || values == nullptr) {
         values = nullptr;
         Chunk chunk;
-        ReadIndexedChunk(*shard->file, index, c, verify, &scratch.file_bytes, &chunk);
+        if (files[k] != held_file) set.RenewMarks(*shard, verify, false);
+        const bool check = ChecksChunk(verify, shard->verified, c);
+        ReadIndexedChunk(*shard->file, index, c, check, &scratch.file_bytes, &chunk);
+        if (check) shard->verified.Mark(c);
         held_file = files[k];
         held_chunk = c;
         held_decodable = IsDecodableRecordChunk(chunk, index, c);

@@ -16,7 +16,7 @@ namespace sdsl {
 // Record `shard_records[k]` of shard `files[k]` of `set`, verified when
 // `verify`. nullopt for a record in a transposed chunk, which this core
 // does not decode. Throws a corrupt error naming the shard and the record.
-std::vector<std::optional<std::string>> ReadRecordBytes(ShardSet& set, bool verify,
+std::vector<std::optional<std::string>> ReadRecordBytes(ShardSet& set, Verify verify,
                                                         const int64_t* files,
                                                         const int64_t* shard_records, size_t count);
 

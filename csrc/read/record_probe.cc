@@ -10,8 +10,8 @@
 
 namespace sdsl {
 
-RecordProbe ProbeRecord(const OpenShard& shard, uint64_t shard_record, int64_t ordinal, bool verify,
-                        ScratchPool* pool) {
+RecordProbe ProbeRecord(const OpenShard& shard, uint64_t shard_record, int64_t ordinal,
+                        Verify verify, ScratchPool* pool) {
   RecordProbe probe;
   const ShardIndex& index = shard.index;
   if (index.transposed_footer) {
@@ -27,7 +27,9 @@ RecordProbe ProbeRecord(const OpenShard& shard, uint64_t shard_record, int64_t o
   try {
     const uint64_t c = index.ChunkOf(shard_record);
     Chunk chunk;
-    ReadIndexedChunk(*shard.file, index, c, verify, &scratch->file_bytes, &chunk);
+    const bool check = ChecksChunk(verify, shard.verified, c);
+    ReadIndexedChunk(*shard.file, index, c, check, &scratch->file_bytes, &chunk);
+    if (check) shard.verified.Mark(c);
     if (!IsDecodableRecordChunk(chunk, index, c)) {
       probe.supported = false;
       pool->Release(std::move(scratch));

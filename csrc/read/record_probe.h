@@ -22,8 +22,8 @@ struct RecordProbe {
   std::string metadata_json;
 };
 
-RecordProbe ProbeRecord(const OpenShard& shard, uint64_t shard_record, int64_t ordinal, bool verify,
-                        ScratchPool* pool);
+RecordProbe ProbeRecord(const OpenShard& shard, uint64_t shard_record, int64_t ordinal,
+                        Verify verify, ScratchPool* pool);
 
 }  // namespace sdsl
 

@@ -120,7 +120,7 @@ void DecodeWantedRecords(const Chunk& chunk, const ShardIndex& index, const Want
 }  // namespace
 
 void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layout,
-               const int64_t* ordinals, bool verify, uint8_t* needs_fallback,
+               const int64_t* ordinals, Verify verify, uint8_t* needs_fallback,
                WorkerScratch* scratch) {
   const OpenShard& shard = *run.shard;
   const ShardIndex& index = shard.index;
@@ -139,17 +139,18 @@ void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layo
       for (const WantedChunk& wanted : run.chunks) {
         current = &wanted.records.front();
         if (!windows) {
+          const bool check = ChecksChunk(verify, shard.verified, wanted.chunk);
           ReadChunkIntoRows(*shard.file, index.chunk_offsets[wanted.chunk],
-                            index.ChunkLimit(wanted.chunk), verify, wanted, layout, keys, scratch,
+                            index.ChunkLimit(wanted.chunk), check, wanted, layout, keys, scratch,
                             &chunk);
-          if (verify) shard.verified.Mark(wanted.chunk);
+          if (check) shard.verified.Mark(wanted.chunk);
           DecodeWantedRecords(chunk, index, wanted, layout, &keys, needs_fallback, scratch,
                               &current);
           continue;
         }
         if (DecodeChunkWindows(shard, wanted, layout, &keys, scratch, &current)) continue;
         // Not an uncompressed simple chunk after all: read it whole.
-        const bool check = verify && !shard.verified.Has(wanted.chunk);
+        const bool check = verify != Verify::kNever && !shard.verified.Has(wanted.chunk);
         ReadIndexedChunk(*shard.file, index, wanted.chunk, check, &scratch->window_bytes, &chunk);
         if (check) shard.verified.Mark(wanted.chunk);
         DecodeWantedRecords(chunk, index, wanted, layout, &keys, needs_fallback, scratch, &current);
@@ -158,9 +159,10 @@ void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layo
     }
     for (const WantedChunk& wanted : run.chunks) {
       current = &wanted.records.front();
-      ReadChunk(*fetched, index.chunk_offsets[wanted.chunk], index.ChunkLimit(wanted.chunk), verify,
+      const bool check = ChecksChunk(verify, shard.verified, wanted.chunk);
+      ReadChunk(*fetched, index.chunk_offsets[wanted.chunk], index.ChunkLimit(wanted.chunk), check,
                 &chunk);
-      if (verify) shard.verified.Mark(wanted.chunk);
+      if (check) shard.verified.Mark(wanted.chunk);
       DecodeWantedRecords(chunk, index, wanted, layout, &keys, needs_fallback, scratch, &current);
     }
   } catch (const ReaderError& error) {

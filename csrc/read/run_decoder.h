@@ -41,7 +41,7 @@ void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,
 // need) or that is read `into_rows` (its chunks' tensors are read straight
 // into their rows).
 void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layout,
-               const int64_t* ordinals, bool verify, uint8_t* needs_fallback,
+               const int64_t* ordinals, Verify verify, uint8_t* needs_fallback,
                WorkerScratch* scratch);
 
 // Throws `error` again, met while reading `record` of `run`, naming the shard

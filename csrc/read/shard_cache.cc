@@ -38,6 +38,9 @@ const OpenShard& ShardCache::Kept(size_t file) {
   shard->index = ReadShardIndex(*shard->file);
   footer_reads_.fetch_add(1, std::memory_order_relaxed);
   shard->verified.Reset(shard->index.num_chunks());
+  // The identity the first marks are made under: a file replaced between
+  // this open and a later read is then seen as such.
+  shard->verified.Renew(source_.Identity(file));
   std::lock_guard<std::mutex> lock(mutex_);
   if (!shards_[file]) {
     shards_[file] = std::move(shard);

@@ -11,16 +11,13 @@
 
 namespace sdsl {
 
-ShardSet::ShardSet(ShardNames names, bool verify_checksums, size_t max_open_files,
-                   LocalObjectRules rules)
+ShardSet::ShardSet(ShardNames names, Verify verify, size_t max_open_files, LocalObjectRules rules)
     : ShardSet(std::make_unique<LocalSource>(std::move(names), max_open_files, std::move(rules)),
-               verify_checksums) {}
+               verify) {}
 
-ShardSet::ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums,
+ShardSet::ShardSet(std::unique_ptr<ShardSource> source, Verify verify,
                    std::vector<int64_t> declared_sizes)
-    : source_(std::move(source)),
-      verify_(verify_checksums),
-      shards_(*source_, std::move(declared_sizes)) {}
+    : source_(std::move(source)), verify_(verify), shards_(*source_, std::move(declared_sizes)) {}
 
 void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
                     size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback) {
@@ -44,6 +41,15 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
       files, shard_records, ordinals, count, [this](size_t file) { return &shards_.Kept(file); },
       layout.window.starts, run_pieces, pieces);
   for (size_t row : plan.unsupported_rows) needs_fallback[row] = 1;
+  // Runs of one shard are consecutive: each shard's identity is looked at
+  // once a batch, before any thread trusts its marks.
+  if (UsesMarks(verify_, layout.window.active())) {
+    const OpenShard* renewed = nullptr;
+    for (const Run& run : plan.runs) {
+      if (run.shard != renewed) RenewMarks(*run.shard, verify_, layout.window.active());
+      renewed = run.shard;
+    }
+  }
   RunWork work;
   work.decode = [&](const Run& run, const FileRange* fetched, WorkerScratch* scratch) {
     DecodeRun(run, fetched, layout, ordinals, verify_, needs_fallback, scratch);
@@ -67,7 +73,13 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
 }
 
 RecordProbe ShardSet::Probe(size_t file, uint64_t shard_record, int64_t ordinal) {
-  return ProbeRecord(*shards_.Open(file), shard_record, ordinal, verify_, &scratch_);
+  const std::shared_ptr<const OpenShard> shard = shards_.Open(file);
+  RenewMarks(*shard, verify_, false);
+  return ProbeRecord(*shard, shard_record, ordinal, verify_, &scratch_);
+}
+
+void ShardSet::RenewMarks(const OpenShard& shard, Verify mode, bool windows) {
+  if (UsesMarks(mode, windows)) shard.verified.Renew(source_->Identity(shard.file->number()));
 }
 
 ShardSet::~ShardSet() { stopping_ = true; }

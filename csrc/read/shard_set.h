@@ -37,11 +37,10 @@ class ShardSet {
 
   // Shards in local files, opened as `rules` say (sizes included: the
   // source checks them on every open).
-  ShardSet(ShardNames names, bool verify_checksums, size_t max_open_files,
-           LocalObjectRules rules = {});
+  ShardSet(ShardNames names, Verify verify, size_t max_open_files, LocalObjectRules rules = {});
   // Shards wherever `source` finds them; a shard whose size differs from
   // its entry of `declared_sizes` (see ShardCache) is refused.
-  ShardSet(std::unique_ptr<ShardSource> source, bool verify_checksums,
+  ShardSet(std::unique_ptr<ShardSource> source, Verify verify,
            std::vector<int64_t> declared_sizes = {});
 
   // Reads one batch into `layout`'s rows. Rows whose shard this core cannot
@@ -50,6 +49,12 @@ class ShardSet {
             size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback);
 
   RecordProbe Probe(size_t file, uint64_t shard_record, int64_t ordinal);
+
+  // How this reader checks hashes (a per-call mode, for record_bytes, may differ).
+  Verify verify() const { return verify_; }
+  // Renews the verified marks of shard `file` against its identity now,
+  // before a read in `mode` trusts them (see VerifiedChunks::Renew).
+  void RenewMarks(const OpenShard& shard, Verify mode, bool windows);
 
   // Announces records a later read will need: on a thread of the set's own,
   // their shards are opened together and the chunks that hold them hinted to
@@ -89,7 +94,7 @@ class ShardSet {
 
  private:
   const std::unique_ptr<ShardSource> source_;
-  const bool verify_;
+  const Verify verify_;
   ShardCache shards_;
   ScratchPool scratch_;
   WorkerPool workers_;

@@ -122,12 +122,12 @@ uint64_t ReadRecordSizes(const ChunkBytes& bytes, const ChunkHeader& header,
 
 }  // namespace
 
-bool ReadsWindowsOnly(const Run& run, const BatchLayout& layout, bool verify) {
+bool ReadsWindowsOnly(const Run& run, const BatchLayout& layout, Verify verify) {
   if (!layout.window.active()) return false;
   // Other codecs decode whole chunks anyway; the footer's writer options say
   // which the shard was written with (a chunk that disagrees is read whole).
   if (!run.shard->index.WrittenUncompressed()) return false;
-  if (!verify) return true;
+  if (verify == Verify::kNever) return true;
   return std::all_of(run.chunks.begin(), run.chunks.end(), [&](const WantedChunk& wanted) {
     return run.shard->verified.Has(wanted.chunk);
   });

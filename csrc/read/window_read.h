@@ -22,7 +22,7 @@ namespace sdsl {
 // Whether `run`'s chunks are read a window at a time: the batch has a
 // window, the shard was written uncompressed, and no chunk of the run still
 // needs its hash checked.
-bool ReadsWindowsOnly(const Run& run, const BatchLayout& layout, bool verify);
+bool ReadsWindowsOnly(const Run& run, const BatchLayout& layout, Verify verify);
 
 // Decodes the wanted records of one chunk of `shard` reading only the bytes
 // they need. Returns false, having decoded nothing, when the chunk is not an

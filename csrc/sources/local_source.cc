@@ -146,6 +146,29 @@ std::shared_ptr<const LocalSource::OpenFile> LocalSource::Open(size_t file) {
 
 uint64_t LocalSource::Size(size_t file) { return Open(file)->size; }
 
+uint64_t LocalSource::Identity(size_t file) {
+  const std::shared_ptr<const OpenFile> open = Open(file);
+  struct stat st;
+  if (::fstat(open->fd, &st) != 0) {
+    const int error = errno;
+    throw ReaderError(ErrorKind::kIo,
+                      "cannot stat shard " + open->path + ": " + std::strerror(error), error);
+  }
+  // FNV-1a over the fields that tell one file, or one version of it, from another.
+  const uint64_t fields[] = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                             static_cast<uint64_t>(st.st_size),
+                             static_cast<uint64_t>(st.st_mtim.tv_sec),
+                             static_cast<uint64_t>(st.st_mtim.tv_nsec)};
+  uint64_t hash = 14695981039346656037ull;
+  for (const uint64_t field : fields) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= (field >> (8 * byte)) & 0xff;
+      hash *= 1099511628211ull;
+    }
+  }
+  return hash;
+}
+
 void LocalSource::Fetch(RangeRequest* requests, size_t count, const FetchPlan& plan) {
   // Nothing to read; also, groups.size() - 1 helpers below must not wrap.
   if (count == 0) return;

@@ -39,6 +39,10 @@ class LocalSource : public ShardSource, public ForkGuarded {
   size_t num_files() const override { return names_.size(); }
   uint64_t Size(size_t file) override;
   std::string Name(size_t file) const override { return names_[file]; }
+  // One fstat of the shard's descriptor (opening it if the open-file budget
+  // closed it): a file replaced under its path is seen once it is reopened,
+  // one rewritten in place by its size or modification time.
+  uint64_t Identity(size_t file) override;
   size_t HeldBytes() const override {
     return names_.HeldBytes() + rules_.declared_sizes.capacity() * sizeof(int64_t);
   }

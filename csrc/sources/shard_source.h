@@ -65,6 +65,14 @@ class ShardSource {
   // nothing is done.
   virtual void WillNeed(const RangeRequest* /*ranges*/, size_t /*count*/) {}
 
+  // A number that changes when shard `file` may no longer hold the bytes a
+  // reader verified: verified marks (VerifiedChunks) hold only while it
+  // stays the same. A local file's is its device, inode, size and
+  // modification time, as its open descriptor reports them now. By default
+  // 0, for a source that pins each object's version on every read (object
+  // storage: a request for a replaced object is refused). Throws as Size does.
+  virtual uint64_t Identity(size_t /*file*/) { return 0; }
+
   // Bytes the source keeps for its shards (names, sizes), for accounting.
   virtual size_t HeldBytes() const { return 0; }
 

@@ -102,7 +102,7 @@ class ShardSet:
     def __init__(
         self,
         paths: Sequence[str],
-        verify_checksums: bool,
+        verify_checksums: bool | str,
         max_open_files: int,
         source: _RangeSource | S3Source | None = None,
         sizes: npt.ArrayLike = ...,
@@ -151,7 +151,7 @@ class ShardSet:
     def wait_announcements(self, seconds: float) -> bool: ...
 
 def record_bytes(
-    shard_set: ShardSet, verify: bool, files: npt.ArrayLike, records: npt.ArrayLike
+    shard_set: ShardSet, verify: bool | str, files: npt.ArrayLike, records: npt.ArrayLike
 ) -> list[bytes | None]: ...
 def hint_records(shard_set: ShardSet, files: npt.ArrayLike, records: npt.ArrayLike) -> int: ...
 def announce_records(shard_set: ShardSet, files: npt.ArrayLike, records: npt.ArrayLike) -> bool: ...
@@ -162,7 +162,7 @@ def chunk_ranges(
 def annotation_rows(
     rows: ShardSet,
     metadata: ShardSet,
-    verify: bool,
+    verify: bool | str,
     row_files: npt.ArrayLike,
     row_records: npt.ArrayLike,
     meta_files: npt.ArrayLike,

@@ -99,7 +99,9 @@ class ShardTable:
         run = np.searchsorted(self.starts, ordinals, side="right") - 1
         return self.files[run], self.skips[run] + (ordinals - self.starts[run])
 
-    def native(self, verify_checksums: bool, max_open_files: int, source: NativeRangeSource | None) -> Any:
+    def native(
+        self, verify_checksums: bool | str, max_open_files: int, source: NativeRangeSource | None
+    ) -> Any:
         """A native `ShardSet` over these files, opened by signal_dataset's rules.
 
         Local files are opened below `root` without following links (regular

@@ -35,6 +35,7 @@ from signal_dataset.annotation import SafeTensorsAnnotationCodec
 from signal_dataset.storage.paths import join_uri
 
 from sds_loader.addressing import ShardTable, local_root
+from sds_loader.checksums import VerifyChecksums
 from sds_loader.errors import MixedShapesError, SchemaMismatch
 from sds_loader.labels import MetadataShards
 from sds_loader.storage import sources
@@ -165,7 +166,12 @@ class AnnotationSource:
     """
 
     def __init__(
-        self, dataset: sds.Dataset, metadata: MetadataShards, *, verify_checksums: bool, max_open_files: int
+        self,
+        dataset: sds.Dataset,
+        metadata: MetadataShards,
+        *,
+        verify_checksums: VerifyChecksums,
+        max_open_files: int,
     ) -> None:
         self._dataset = dataset
         self._verify = verify_checksums

@@ -23,6 +23,7 @@ import numpy as np
 import signal_dataset as sds
 
 from sds_loader.addressing import shard_table
+from sds_loader.checksums import VerifyChecksums
 from sds_loader.errors import TargetError
 from sds_loader.storage import sources
 
@@ -33,7 +34,9 @@ _SCAN = 1 << 15
 class MetadataShards:
     """The dataset's metadata shards, for one process; not to be shared across a fork."""
 
-    def __init__(self, dataset: sds.Dataset, *, verify_checksums: bool, max_open_files: int = 64) -> None:
+    def __init__(
+        self, dataset: sds.Dataset, *, verify_checksums: VerifyChecksums, max_open_files: int = 64
+    ) -> None:
         self.table = shard_table(dataset, metadata=True)
         self.source = sources.for_shards(dataset, self.table.paths)
         self.native = self.table.native(verify_checksums, max_open_files, self.source)

@@ -17,6 +17,7 @@ from signal_dataset.storage import ObjectStore
 from sds_loader import addressing
 from sds_loader.addressing import ShardTable, native_unavailable_reason, shard_table
 from sds_loader.annotations import Annotations, AnnotationSource, assemble
+from sds_loader.checksums import VerifyChecksums, verifies_every_read, verify_checksums_setting
 from sds_loader.dataset_root import open_dataset
 from sds_loader.errors import MixedShapesError, SchemaMismatch, UnknownNameError, UnknownTargetError
 from sds_loader.file_budget import default_open_files
@@ -96,7 +97,7 @@ class _ProcessState:
         self,
         uri: str,
         object_store: ObjectStore | None,
-        verify_checksums: bool,
+        verify_checksums: VerifyChecksums,
         max_open_files: int,
         requests_in_flight: int | None,
         cache: CacheSettings | None = None,
@@ -113,7 +114,10 @@ class _ProcessState:
             if self.native_reason is None:
                 self.table = shard_table(self.dataset)
         self.fallback = fallback.FallbackReader(
-            uri, self.dataset.object_store, verify_checksums=verify_checksums, max_open_files=max_open_files
+            uri,
+            self.dataset.object_store,
+            verify_checksums=verifies_every_read(verify_checksums),
+            max_open_files=max_open_files,
         )
         self.native = None
         self.source = None
@@ -227,6 +231,11 @@ class BatchReader:
     - snappy, brotli, grouped chunks: the whole chunk is decoded as without a
       window, and only the window is copied.
 
+    `verify_checksums` is True (every read checks every hash), ``"once"``
+    (each chunk is checked on its first read in this process and trusted
+    after while its shard is the same file: see `sds_loader.checksums`) or
+    False (nothing is checked).
+
     What each shard's footer and index say is kept for every shard touched, a
     few bytes a record (`index_bytes`), so no shard is parsed twice. At most
     `max_open_files` shards stay open (a descriptor and a mapping each); the
@@ -264,7 +273,7 @@ class BatchReader:
         fields: Sequence[str] | None = None,
         targets: Sequence[str] = (),
         threads: int | None = None,
-        verify_checksums: bool = True,
+        verify_checksums: VerifyChecksums = True,
         max_open_files: int | None = None,
         max_chunk_bytes: int | None = None,
         object_store: ObjectStore | None = None,
@@ -298,7 +307,7 @@ class BatchReader:
             raise TypeError(f"window must be a sds_loader.Window, not {type(window).__name__}")
         self._window = window
         self._threads = threads
-        self._verify = bool(verify_checksums)
+        self._verify = verify_checksums_setting(verify_checksums)
         self._max_open_files = max_open_files
         if requests_in_flight is not None and (
             isinstance(requests_in_flight, bool)

@@ -25,6 +25,7 @@ import signal_dataset as sds
 from signal_dataset.record.metadata import RecordMetadataCodec
 
 from sds_loader.addressing import native_unavailable_reason, shard_table
+from sds_loader.checksums import VerifyChecksums
 from sds_loader.storage import sources
 
 if TYPE_CHECKING:
@@ -57,10 +58,10 @@ class MetadataSource:
     """
 
     def __init__(
-        self, dataset: sds.Dataset, fallback: FallbackReader, *, verify_checksums: bool = True
+        self, dataset: sds.Dataset, fallback: FallbackReader, *, verify_checksums: VerifyChecksums = True
     ) -> None:
         self._fallback = fallback
-        self._verify = bool(verify_checksums)
+        self._verify = verify_checksums
         self._codec = RecordMetadataCodec()
         self._native = None
         self._table = None

@@ -34,6 +34,7 @@ from torch.utils.data import get_worker_info as _get_worker_info
 from sds_loader import addressing
 from sds_loader.addressing import ShardTable
 from sds_loader.annotations import Annotations
+from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
 from sds_loader.errors import UnknownNameError, UnknownTargetError
 from sds_loader.outputs import Allocator
 from sds_loader.reader import BatchReader
@@ -261,7 +262,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         targets: Mapping[str, str] | None = None,
         threads: int | None = None,
         pin_memory: bool = False,
-        verify_checksums: bool = True,
+        verify_checksums: VerifyChecksums = True,
         window: Window | None = None,
         seed: int = 0,
         worker_blocks: int = DEFAULT_BLOCKS,
@@ -284,7 +285,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             raise ValueError(f"threads must be a positive integer or None, not {threads!r}")
         self._threads = threads
         self._pin_memory = bool(pin_memory)
-        self._verify = bool(verify_checksums)
+        self._verify = verify_checksums_setting(verify_checksums)
         if window is not None and not isinstance(window, Window):
             raise TypeError(f"window must be a sds_loader.Window, not {type(window).__name__}")
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -563,8 +564,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             extra += f", threads={self._threads}"
         if self._pin_memory:
             extra += ", pin_memory=True"
-        if not self._verify:
-            extra += ", verify_checksums=False"
+        if self._verify is not True:
+            extra += f", verify_checksums={self._verify!r}"
         if self._window is not None:
             extra += f", window={self._window!r}, seed={self._seed}"
         if self._worker_blocks != DEFAULT_BLOCKS:
