@@ -708,6 +708,15 @@ void S3Source::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges)
     std::vector<Get> gets;
     gets.reserve(ranges.size());
     std::vector<bool> skipped(ranges.size(), false);
+    if (cache_ != nullptr && cache_->enabled()) {
+      // The node cache keys a shard's bytes by its version: a shard not yet
+      // open (a new reader's first record) is opened here, off the reads' thread.
+      std::vector<size_t> closed;
+      for (const auto& range : ranges) {
+        if (!ShardOf(range->file).known) closed.push_back(range->file);
+      }
+      if (!closed.empty()) OpenTails(closed);
+    }
     for (size_t k = 0; k < ranges.size(); ++k) {
       AheadRange& range = *ranges[k];
       const Shard shard = ShardOf(range.file);

@@ -227,8 +227,10 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
     the main process and 1 in a DataLoader worker, where the workers already
     are the parallelism. `pin_memory=True` makes main-process batches
     page-locked when CUDA is available, so DataLoader's ``pin_memory=True``
-    step copies nothing; pass both. `object_store` and `requests_in_flight`
-    go to `BatchReader` (a dataset in object storage).
+    step copies nothing; pass both. `object_store`, `requests_in_flight`,
+    `cache_dir` and `cache_limit` go to `BatchReader` (a dataset in object
+    storage; every worker given the same `cache_dir` shares its node cache,
+    and so does every `Mixture` member given it).
 
     In a worker, batches go into a ring of `worker_blocks` shared-memory
     blocks (see `sds_loader.torch.ring`), each reused once the main process
@@ -271,10 +273,14 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         annotations: Sequence[Annotations] = (),
         extras: Sequence[str] = (),
         labels: Mapping[str, Sequence[str]] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
     ) -> None:
         if not isinstance(uri, str | os.PathLike):
             raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
         self._uri = os.fspath(uri)
+        self._cache_dir = cache_dir
+        self._cache_limit = cache_limit
         self._annotations = (annotations,) if isinstance(annotations, Annotations) else tuple(annotations)
         self._extras = (extras,) if isinstance(extras, str) else tuple(extras)
         self._labels = labels
@@ -329,6 +335,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
                 annotations=self._annotations,
                 extras=self._extras,
                 labels=self._labels,
+                cache_dir=self._cache_dir,
+                cache_limit=self._cache_limit,
             )
             local = _ProcessLocal(pid, reader, self._buffer_source(in_worker))
             self._local = local
