@@ -62,7 +62,7 @@ void CheckRecordArrays(const Int64Array& files, const Int64Array& records) {
 std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths,
                                              const py::object& verify_checksums,
                                              size_t max_open_files, const py::object& source,
-                                             const Int64Array& declared, std::string root,
+                                             const py::object& declared, std::string root,
                                              std::string prefix, const py::bytes& digests) {
   const sdsl::Verify verify = VerifyArg(verify_checksums);
   std::string digest_bytes = digests;
@@ -73,8 +73,12 @@ std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths,
                                ? sdsl::ShardNames(std::move(paths))
                                : sdsl::ShardNames(std::move(prefix), std::move(digest_bytes));
   const size_t count = names.size();
-  if (declared.ndim() != 1) throw py::value_error("sizes must be a 1-D array");
-  std::vector<int64_t> sizes(declared.data(), declared.data() + declared.size());
+  std::vector<int64_t> sizes;
+  if (!declared.is_none()) {
+    const auto array = declared.cast<Int64Array>();
+    if (array.ndim() != 1) throw py::value_error("sizes must be a 1-D array");
+    sizes.assign(array.data(), array.data() + array.size());
+  }
   if (!sizes.empty() && sizes.size() != count) {
     throw py::value_error("sizes has " + std::to_string(sizes.size()) + " entries for " +
                           std::to_string(count) + " shards; pass one per shard, or none");
@@ -207,7 +211,7 @@ void BindShardSet(py::module_& m) {
   py::class_<sdsl::ShardSet>(m, "ShardSet")
       .def(py::init(&MakeShardSet), py::arg("paths"), py::arg("verify_checksums"),
            py::arg("max_open_files"), py::arg("source") = py::none(),
-           py::arg("sizes") = Int64Array(0), py::arg("root") = std::string(),
+           py::arg("sizes") = py::none(), py::arg("root") = std::string(),
            py::arg("prefix") = std::string(), py::arg("digests") = py::bytes(),
            "One entry of `paths` per shard. Without `source` they are local files, opened "
            "below `root` without following links (regular files only); with it, `source` "

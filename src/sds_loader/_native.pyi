@@ -105,7 +105,7 @@ class ShardSet:
         verify_checksums: bool | str,
         max_open_files: int,
         source: _RangeSource | S3Source | None = None,
-        sizes: npt.ArrayLike = ...,
+        sizes: npt.ArrayLike | None = None,
         root: str = "",
         prefix: str = "",
         digests: bytes = b"",

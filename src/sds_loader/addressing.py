@@ -111,14 +111,13 @@ class ShardTable:
         """
         from sds_loader import _native
 
-        sizes = np.zeros(0, dtype=np.int64) if self.sizes is None else self.sizes
         names = self.paths if isinstance(self.paths, ShardNames) else ShardNames(self.paths)
         # Any count past 2**32 means "no limit"; the native side takes a size_t.
         return _native.ShardSet(
             verify_checksums=verify_checksums,
             max_open_files=min(max_open_files, 1 << 32),
             source=source,
-            sizes=sizes,
+            sizes=self.sizes,
             root=self.root,
             **names.native_arguments(),
         )

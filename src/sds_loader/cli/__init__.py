@@ -191,7 +191,7 @@ def parser() -> argparse.ArgumentParser:
         help=(
             "time a full pass through Ray Data: sds_loader.ray.read_sds against BatchReader alone "
             "and against ray.data.range(n).map_batches reading through signal_dataset (16,384 "
-            "built-in zstd captures; --builtin-records for another count; needs the ray extra)"
+            "built-in zstd captures; needs the ray extra)"
         ),
     )
     bench.add_argument(
