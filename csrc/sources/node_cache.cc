@@ -515,33 +515,54 @@ bool NodeCache::CopyEntry(Object& object, uint64_t first, const Entry& entry, ui
     object.entries.erase(first);
     return false;
   }
+  // The blocks that hold the range are read and hashed whole: the range
+  // itself straight into `dst`, the rest of its first and last blocks
+  // beside it, in one read.
   const uint64_t header = HeaderBytes(entry.size);
   const uint64_t within = offset - first;
   const uint64_t first_block = within / kBlockBytes;
   const uint64_t end_block = Blocks(within + size);
   const uint64_t data_start = first_block * kBlockBytes;
   const uint64_t data_end = std::min(end_block * kBlockBytes, entry.size);
-  uint8_t fixed[kFixedHeader];
-  std::vector<uint8_t> hashes((end_block - first_block) * 8);
-  std::vector<uint8_t> data(data_end - data_start);
-  struct stat info;
-  bool good = fstat(fd, &info) == 0 && static_cast<uint64_t>(info.st_size) == header + entry.size &&
-              ReadAll(fd, fixed, kFixedHeader, 0) && memcmp(fixed, kMagic, 8) == 0 &&
-              LoadLE64(fixed + 8) == object.key && LoadLE64(fixed + 16) == first &&
-              LoadLE64(fixed + 24) == entry.size &&
-              ReadAll(fd, hashes.data(), hashes.size(), kFixedHeader + 8 * first_block) &&
-              ReadAll(fd, data.data(), data.size(), header + data_start);
+  thread_local std::vector<uint8_t> head;
+  thread_local std::vector<uint8_t> before;
+  thread_local std::vector<uint8_t> after;
+  head.resize(header);
+  before.resize(within - data_start);
+  after.resize(data_end - (within + size));
+  bool good = ReadAll(fd, head.data(), header, 0) && memcmp(head.data(), kMagic, 8) == 0 &&
+              LoadLE64(head.data() + 8) == object.key && LoadLE64(head.data() + 16) == first &&
+              LoadLE64(head.data() + 24) == entry.size;
+  if (good) {
+    iovec parts[3] = {{before.data(), before.size()}, {dst, size}, {after.data(), after.size()}};
+    const uint64_t wanted = data_end - data_start;
+    ssize_t got;
+    do {
+      got = preadv(fd, parts, 3, static_cast<off_t>(header + data_start));
+    } while (got < 0 && errno == EINTR);
+    // A short read is a truncated entry (the kernel reads a regular file's
+    // range whole when it holds it).
+    good = got >= 0 && static_cast<uint64_t>(got) == wanted;
+  }
   CloseTracked(fd);
   for (uint64_t block = first_block; good && block < end_block; ++block) {
-    const uint64_t at = block * kBlockBytes - data_start;
-    const uint64_t length = std::min(kBlockBytes, data.size() - at);
-    good = RiegeliHash(data.data() + at, length) == LoadLE64(&hashes[8 * (block - first_block)]);
+    const uint64_t begin = block * kBlockBytes;
+    const uint64_t end = std::min(begin + kBlockBytes, entry.size);
+    Pieces pieces;
+    if (begin < within) pieces.Append(before.data() + (begin - data_start), within - begin);
+    const uint64_t from = std::max(begin, within);
+    const uint64_t to = std::min(end, within + size);
+    if (from < to) pieces.Append(dst + (from - within), to - from);
+    if (end > within + size) {
+      const uint64_t from_after = std::max(begin, within + size);
+      pieces.Append(after.data() + (from_after - (within + size)), end - from_after);
+    }
+    good = RiegeliHash(pieces) == LoadLE64(head.data() + kFixedHeader + 8 * block);
   }
   if (!good) {
     DropEntry(object, first, entry);
     return false;
   }
-  std::memcpy(dst, data.data() + (within - data_start), size);
   hit_bytes_ += size;
   return true;
 }

@@ -116,7 +116,16 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIR",
         default=None,
         help="where the built-in dataset is cached (default: $SDS_LOADER_CACHE_DIR, else "
-        "$XDG_CACHE_HOME/sds-loader, else ~/.cache/sds-loader)",
+        "$XDG_CACHE_HOME/sds-loader, else ~/.cache/sds-loader); not the node cache of a dataset "
+        "in object storage, which is --node-cache",
+    )
+    bench.add_argument(
+        "--node-cache",
+        metavar="DIR",
+        default=None,
+        help="for a dataset in object storage: time epoch 1 and epoch 2 through a node cache "
+        "(BatchReader's cache_dir) made under DIR, with ShardAwareSampler and shuffled, against "
+        "the same records and order from a local copy, and without a cache",
     )
     bench.add_argument(
         "--inputs", metavar="FIELD", help='field to batch (default "samples", else the largest field)'
@@ -285,7 +294,27 @@ def _bench_remote(args: argparse.Namespace) -> int:
     from sds_loader.cli.bench import remote
     from sds_loader.cli.bench.run import results_dir
 
+    if args.cache_dir is not None:
+        raise ValueError(
+            "--cache-dir is where the built-in dataset is written, and a dataset in object storage "
+            "needs none; for its node cache (BatchReader's cache_dir), pass --node-cache DIR"
+        )
     out = results_dir(args.out)  # checked before anything is timed
+    if args.node_cache is not None:
+        from sds_loader.cli.bench import node_cache
+
+        epochs = node_cache.run(
+            args.path,
+            cache_dir=args.node_cache,
+            batch_size=args.batch_size or 64,
+            requests_in_flight=args.requests_in_flight,
+            latency_ms=args.latency_ms,
+            bandwidth=None if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6,
+        )
+        print(node_cache.text(epochs))
+        print()
+        print(f"json: {node_cache.write(epochs, out)}")
+        return 0
     result = remote.run(
         args.path,
         batch_size=args.batch_size or 64,
@@ -308,6 +337,11 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     if remote.is_remote(args.path):
         return _bench_remote(args)
+    if args.node_cache is not None:
+        raise ValueError(
+            "--node-cache times the node cache of a dataset in object storage (s3://... or gs://...); "
+            "a local dataset is on this machine's disk already"
+        )
     if args.latency_ms is not None or args.bandwidth_mbps is not None:
         raise ValueError(
             "--latency-ms and --bandwidth-mbps model a distant store, so they need a dataset "
