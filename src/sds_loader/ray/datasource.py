@@ -145,8 +145,8 @@ class SDSDatasource(Datasource):
         return self._complex
 
     @property
-    def schema(self) -> pa.Schema:
-        """The Arrow schema of every block."""
+    def block_schema(self) -> pa.Schema:
+        """The Arrow schema of every block (`schema` is Ray's own name, a method in some versions)."""
         return self._schema
 
     def default_num_blocks(self, cpus: int) -> int:
@@ -184,8 +184,7 @@ class SDSDatasource(Datasource):
                 if self._paths is not None
                 else None
             )
-            read = functools.partial(
-                _read_stretch,
+            read = StretchRead(
                 self._options,
                 self._layout,
                 first,
@@ -200,30 +199,42 @@ class SDSDatasource(Datasource):
         return tasks
 
 
-def _read_stretch(
-    options: ReaderOptions,
-    shape: blocks.Layout,
-    first: int,
-    stop: int,
-    rows_per_block: int,
-    order_seed: int | None,
-    window_seed: int,
-    epoch: int,
-) -> Iterator[pa.Table]:
-    """Read ordinals ``[first, stop)`` in this worker, a block at a time."""
-    reader = reader_for(options)
-    ordinals = order.rows_of(first, stop, seed=order_seed, epoch=epoch)
-    for begin in range(0, ordinals.size, rows_per_block):
-        part = ordinals[begin : begin + rows_per_block]
-        starts = (
-            reader.window_starts(part, seed=window_seed, epoch=epoch) if options.window is not None else None
-        )
-        # Each block into memory the last one left, once Ray has copied that into its store.
-        yield blocks.to_table(reader.read(part, starts=starts, allocator=process_pool()), shape)
+@dataclasses.dataclass(frozen=True)
+class StretchRead:
+    """A read task's function: ordinals ``[first, stop)`` read in its worker, a block at a time.
+
+    Options and numbers only, so it pickles as the task crosses to its worker.
+    """
+
+    options: ReaderOptions
+    shape: blocks.Layout
+    first: int
+    stop: int
+    rows_per_block: int
+    #: Seeds the rows' order within the stretch; None reads them in ordinal order.
+    order_seed: int | None
+    window_seed: int
+    epoch: int
+    #: What Ray's task statistics call it (some versions ask every read function).
+    __name__ = "read_sds"
+
+    def __call__(self) -> Iterator[pa.Table]:
+        reader = reader_for(self.options)
+        ordinals = order.rows_of(self.first, self.stop, seed=self.order_seed, epoch=self.epoch)
+        for begin in range(0, ordinals.size, self.rows_per_block):
+            part = ordinals[begin : begin + self.rows_per_block]
+            starts = (
+                reader.window_starts(part, seed=self.window_seed, epoch=self.epoch)
+                if self.options.window is not None
+                else None
+            )
+            # Each block into memory the last one left, once Ray has copied that into its store.
+            arrays = reader.read(part, starts=starts, allocator=process_pool())
+            yield blocks.to_table(arrays, self.shape)
 
 
 def _block_metadata(rows: int, size: int, files: tuple[str, ...] | None) -> BlockMetadata:
-    # Ray before 2.46 kept a block's schema in its metadata; later ones, in the task.
+    # Older Ray keeps a block's schema in its metadata; newer Ray, in the read task.
     names = {field.name for field in dataclasses.fields(BlockMetadata)}
     extra: dict[str, Any] = {"schema": None} if "schema" in names else {}
     return BlockMetadata(
@@ -241,7 +252,7 @@ def _read_task_parameters() -> frozenset[str]:
 
 
 def _read_task(
-    read: functools.partial[Iterator[pa.Table]],
+    read: StretchRead,
     metadata: BlockMetadata,
     schema: pa.Schema,
     row_limit: int | None,
