@@ -199,6 +199,8 @@ NodeCache::~NodeCache() {
   StopGuarding();
   std::lock_guard<std::mutex> lock(mutex_);
   for (const int fd : tracked_) close(fd);
+  open_index_.clear();
+  open_.clear();
 }
 
 void NodeCache::LockForFork() { mutex_.lock(); }
@@ -210,6 +212,8 @@ void NodeCache::ResetInChild() {
   // their descriptors would otherwise keep them held after the parent lets go.
   for (const int fd : tracked_) close(fd);
   tracked_.clear();
+  open_index_.clear();
+  open_.clear();  // the child's copies of the entries' descriptors
   mutex_.unlock();
 }
 
@@ -493,12 +497,71 @@ bool NodeCache::Scan(Object& object, std::vector<Claim>* claims) {
   return true;
 }
 
-void NodeCache::DropEntry(Object& object, uint64_t first, const Entry& entry) {
+NodeCache::OpenEntry::~OpenEntry() {
+  if (fd >= 0) close(fd);
+}
+
+void NodeCache::ForgetOpen(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = open_index_.find(path);
+  if (found == open_index_.end()) return;
+  open_.erase(found->second);
+  open_index_.erase(found);
+}
+
+std::shared_ptr<NodeCache::OpenEntry> NodeCache::OpenEntryAt(const std::string& path,
+                                                             Object& object, uint64_t first,
+                                                             const Entry& entry, bool* damaged) {
+  *damaged = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = open_index_.find(path);
+    if (found != open_index_.end()) {
+      open_.splice(open_.end(), open_, found->second);
+      return found->second->second;
+    }
+  }
+  auto opened = std::make_shared<OpenEntry>();
+  opened->fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (opened->fd < 0) return nullptr;
+  const uint64_t header = HeaderBytes(entry.size);
+  opened->header.resize(header);
+  struct stat info;
+  if (fstat(opened->fd, &info) != 0 || static_cast<uint64_t>(info.st_size) != header + entry.size ||
+      !ReadAll(opened->fd, opened->header.data(), header, 0) ||
+      memcmp(opened->header.data(), kMagic, 8) != 0 ||
+      LoadLE64(opened->header.data() + 8) != object.key ||
+      LoadLE64(opened->header.data() + 16) != first ||
+      LoadLE64(opened->header.data() + 24) != entry.size) {
+    *damaged = true;
+    DropEntry(object, first, entry, opened.get());
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = open_index_.find(path);
+  if (found != open_index_.end()) return found->second->second;  // another thread's
+  open_.emplace_back(path, opened);
+  open_index_[path] = std::prev(open_.end());
+  while (open_.size() > kOpenEntries) {
+    open_index_.erase(open_.front().first);
+    open_.pop_front();
+  }
+  return opened;
+}
+
+void NodeCache::DropEntry(Object& object, uint64_t first, const Entry& entry,
+                          const OpenEntry* open) {
   ++dropped_;
   const std::string path = object.dir + EntryName(first, entry.size);
-  struct stat info;
-  if (stat(path.c_str(), &info) == 0 && unlink(path.c_str()) == 0) {
-    Unreserve(static_cast<uint64_t>(info.st_size));
+  ForgetOpen(path);
+  // Only the damaged file goes: one another process placed since is whole.
+  struct stat named;
+  struct stat held;
+  if (stat(path.c_str(), &named) == 0 &&
+      (open == nullptr || (fstat(open->fd, &held) == 0 && held.st_ino == named.st_ino &&
+                           held.st_dev == named.st_dev)) &&
+      unlink(path.c_str()) == 0) {
+    Unreserve(static_cast<uint64_t>(named.st_size));
   }
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = object.entries.find(first);
@@ -508,43 +571,38 @@ void NodeCache::DropEntry(Object& object, uint64_t first, const Entry& entry) {
 
 bool NodeCache::CopyEntry(Object& object, uint64_t first, const Entry& entry, uint64_t offset,
                           uint64_t size, uint8_t* dst) {
-  const int fd = OpenTracked(object.dir + EntryName(first, entry.size), O_RDONLY);
-  if (fd < 0) {
-    // Evicted meanwhile: a miss, not damage.
-    std::lock_guard<std::mutex> lock(mutex_);
-    object.entries.erase(first);
+  bool damaged = false;
+  const std::shared_ptr<OpenEntry> opened =
+      OpenEntryAt(object.dir + EntryName(first, entry.size), object, first, entry, &damaged);
+  if (opened == nullptr) {
+    if (!damaged) {
+      // Evicted meanwhile: a miss, not damage.
+      std::lock_guard<std::mutex> lock(mutex_);
+      object.entries.erase(first);
+    }
     return false;
   }
   // The blocks that hold the range are read and hashed whole: the range
   // itself straight into `dst`, the rest of its first and last blocks
   // beside it, in one read.
-  const uint64_t header = HeaderBytes(entry.size);
+  const uint64_t header = opened->header.size();
   const uint64_t within = offset - first;
   const uint64_t first_block = within / kBlockBytes;
   const uint64_t end_block = Blocks(within + size);
   const uint64_t data_start = first_block * kBlockBytes;
   const uint64_t data_end = std::min(end_block * kBlockBytes, entry.size);
-  thread_local std::vector<uint8_t> head;
   thread_local std::vector<uint8_t> before;
   thread_local std::vector<uint8_t> after;
-  head.resize(header);
   before.resize(within - data_start);
   after.resize(data_end - (within + size));
-  bool good = ReadAll(fd, head.data(), header, 0) && memcmp(head.data(), kMagic, 8) == 0 &&
-              LoadLE64(head.data() + 8) == object.key && LoadLE64(head.data() + 16) == first &&
-              LoadLE64(head.data() + 24) == entry.size;
-  if (good) {
-    iovec parts[3] = {{before.data(), before.size()}, {dst, size}, {after.data(), after.size()}};
-    const uint64_t wanted = data_end - data_start;
-    ssize_t got;
-    do {
-      got = preadv(fd, parts, 3, static_cast<off_t>(header + data_start));
-    } while (got < 0 && errno == EINTR);
-    // A short read is a truncated entry (the kernel reads a regular file's
-    // range whole when it holds it).
-    good = got >= 0 && static_cast<uint64_t>(got) == wanted;
-  }
-  CloseTracked(fd);
+  iovec parts[3] = {{before.data(), before.size()}, {dst, size}, {after.data(), after.size()}};
+  ssize_t got;
+  do {
+    got = preadv(opened->fd, parts, 3, static_cast<off_t>(header + data_start));
+  } while (got < 0 && errno == EINTR);
+  // A short read is a truncated entry (the kernel reads a regular file's
+  // range whole when it holds it).
+  bool good = got >= 0 && static_cast<uint64_t>(got) == data_end - data_start;
   for (uint64_t block = first_block; good && block < end_block; ++block) {
     const uint64_t begin = block * kBlockBytes;
     const uint64_t end = std::min(begin + kBlockBytes, entry.size);
@@ -557,10 +615,10 @@ bool NodeCache::CopyEntry(Object& object, uint64_t first, const Entry& entry, ui
       const uint64_t from_after = std::max(begin, within + size);
       pieces.Append(after.data() + (from_after - (within + size)), end - from_after);
     }
-    good = RiegeliHash(pieces) == LoadLE64(head.data() + kFixedHeader + 8 * block);
+    good = RiegeliHash(pieces) == LoadLE64(opened->header.data() + kFixedHeader + 8 * block);
   }
   if (!good) {
-    DropEntry(object, first, entry);
+    DropEntry(object, first, entry, opened.get());
     return false;
   }
   hit_bytes_ += size;

@@ -40,11 +40,13 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/fork_guard.h"
@@ -130,6 +132,15 @@ class NodeCache : public ForkGuarded {
   struct Entry {
     uint64_t size = 0;
   };
+  // An entry file held open with its header (magic, key, block hashes)
+  // checked, so that reading it again costs one preadv; closed when the
+  // last reader lets go after it leaves kOpenEntries.
+  struct OpenEntry {
+    int fd = -1;
+    std::vector<uint8_t> header;
+    ~OpenEntry();
+  };
+  static constexpr size_t kOpenEntries = 256;
   struct Claim {
     uint64_t offset = 0;
     uint64_t size = 0;
@@ -147,7 +158,13 @@ class NodeCache : public ForkGuarded {
   // entry dropped) when it is damaged or gone.
   bool CopyEntry(Object& object, uint64_t first, const Entry& entry, uint64_t offset, uint64_t size,
                  uint8_t* dst);
-  void DropEntry(Object& object, uint64_t first, const Entry& entry);
+  // Removes a damaged entry: the file `open` holds, not one that replaced it since.
+  void DropEntry(Object& object, uint64_t first, const Entry& entry, const OpenEntry* open);
+  // The entry file at `path`, opened (or from kOpenEntries) with its header
+  // checked; null when it is gone or its header is not this entry's.
+  std::shared_ptr<OpenEntry> OpenEntryAt(const std::string& path, Object& object, uint64_t first,
+                                         const Entry& entry, bool* damaged);
+  void ForgetOpen(const std::string& path);
   // Copies the pieces of the range the index holds; returns the rest.
   std::vector<Gap> CopyHeld(Object& object, uint64_t offset, uint64_t size, uint8_t* dst);
   // Adds `bytes` to the usage when they fit (making room if need be).
@@ -165,6 +182,11 @@ class NodeCache : public ForkGuarded {
   mutable std::mutex mutex_;  // guards warning_, tracked_, every object's index
   std::string warning_;
   std::set<int> tracked_;
+  // Entries held open, most recently used last; under mutex_.
+  std::list<std::pair<std::string, std::shared_ptr<OpenEntry>>> open_;
+  std::unordered_map<std::string,
+                     std::list<std::pair<std::string, std::shared_ptr<OpenEntry>>>::iterator>
+      open_index_;
   std::atomic<uint64_t> serial_{0};
   // No eviction pass before this (steady clock, ns): a full cache of objects
   // in use is not listed again at every miss.
