@@ -35,7 +35,10 @@ from sds_loader.windows import Window, length_key
 
 @dataclass(frozen=True)
 class Layout:
-    """Which keys of a read need more than one column per array: learnt once, in the driver."""
+    """Which keys of a read become rows of each their own shape, and which are dropped.
+
+    Learnt once, in the driver, from the reader's layout; every task cuts its reads by it.
+    """
 
     #: Window fields cut to each row's length: field -> (its ``<field>_length`` key, the window's axis).
     cut: Mapping[str, tuple[str, int]]

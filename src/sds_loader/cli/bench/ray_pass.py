@@ -17,9 +17,10 @@ the whole figure), in batches of `--batch-size`, three ways:
   more often.
 
 Every method has an untimed warm-up pass (Ray starts its workers, the pages
-are cached), then `--passes` timed ones; the median is kept, and the ratios
-are within one run. Also reported: how much the driver's peak resident
-memory grew over the `read_sds` passes (the blocks it maps from the object
+are cached), then `--passes` timed rounds, each timing every method once in
+turn, so that a shared machine busier one minute than the next slows every
+row alike; the median is kept. Also reported: how far the driver's resident
+memory rose during the `read_sds` passes (the blocks it maps from the object
 store while it iterates, a few at a time: bounded by the block size, not by
 the record count), and how many bytes its plan (every read task, pickled)
 takes: a few per shard, none per record.
@@ -77,32 +78,43 @@ def batch_reader_pass(root: str, threads: int, batch: int) -> Callable[[], int]:
     return one_pass
 
 
-def ray_pass(dataset: Any, batch: int) -> Callable[[], int]:
+def ray_pass(dataset: Any, batch: int, memory: list[int] | None = None) -> Callable[[], int]:
+    """A pass through `dataset` in batches; with `memory`, the driver's resident bytes at each batch."""
+
     def one_pass() -> int:
         rows = 0
         for part in dataset.iter_batches(batch_size=batch):
             rows += len(part["ordinal"])
+            if memory is not None:
+                memory.append(resident_bytes())
         return rows
 
     return one_pass
 
 
-def median_rate(one_pass: Callable[[], int], passes: int, expected: int) -> float:
-    """Records per second, the median of `passes` timed passes after an untimed one."""
-    one_pass()
-    rates = []
-    for _ in range(passes):
-        start = time.perf_counter()
-        rows = one_pass()
-        rates.append(rows / (time.perf_counter() - start))
-        if rows != expected:
-            raise RuntimeError(f"a pass read {rows} records of {expected}")
-    return statistics.median(rates)
+def median_rates(passes: dict[str, Callable[[], int]], times: int, expected: int) -> dict[str, float]:
+    """Records per second of each pass, the median of `times` timed rounds after an untimed one.
+
+    A round times every pass once, in turn, so that a machine busier in one
+    minute than the next slows every row alike.
+    """
+    for one_pass in passes.values():
+        one_pass()
+    rates: dict[str, list[float]] = {label: [] for label in passes}
+    for _ in range(times):
+        for label, one_pass in passes.items():
+            start = time.perf_counter()
+            rows = one_pass()
+            rates[label].append(rows / (time.perf_counter() - start))
+            if rows != expected:
+                raise RuntimeError(f"{label}: a pass read {rows} records of {expected}")
+    return {label: statistics.median(values) for label, values in rates.items()}
 
 
-def peak_rss() -> int:
-    """This process's peak resident memory so far, in bytes."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def resident_bytes() -> int:
+    """This process's resident memory now (mapped object store pages included)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,53 +141,53 @@ def main(argv: list[str] | None = None) -> int:
     record_bytes = builtin.CHANNELS * builtin.SAMPLES * np.dtype(np.complex64).itemsize
     print(
         f"{builtin.describe('zstd', root)}; a full pass in batches of {args.batch_size}, "
-        f"{args.threads} thread(s) and as many Ray CPUs, median of {args.passes} warm passes",
+        f"{args.threads} thread(s) and as many Ray CPUs, median of {args.passes} warm rounds "
+        "(a round times each row once, in turn)",
         flush=True,
-    )
-    rows: list[tuple[str, float]] = []
-
-    def add(label: str, rate: float) -> float:
-        rows.append((label, rate))
-        print(f"{label:58} {rate:10,.0f} rec/s {rate * record_bytes / 1e6:8,.0f} MB/s", flush=True)
-        return rate
-
-    alone = add(
-        f"BatchReader(threads={args.threads})",
-        median_rate(batch_reader_pass(root, args.threads, args.batch_size), args.passes, count),
     )
     # A Ray this process already runs (a test's, a notebook's) is used as it is.
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=args.threads, include_dashboard=False, log_to_driver=False, configure_logging=False)
     try:
-        context = ray.data.DataContext.get_current()
-        context.enable_progress_bars = False
-        dataset = read_sds(root, fields=["samples"], targets=["label"])
-        before = peak_rss()
-        native = add(
-            f"read_sds(...).iter_batches(batch_size={args.batch_size})",
-            median_rate(ray_pass(dataset, args.batch_size), args.passes, count),
-        )
-        grown = peak_rss() - before
-        # The plan read_sds made: as many tasks as it chose for this many CPUs.
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        # The plan read_sds makes: as many tasks as it chooses for this many CPUs.
         source = SDSDatasource(root, fields=["samples"], targets=["label"])
-        blocks = source.default_num_blocks(args.threads)
+        blocks = source.default_num_blocks(int(ray.cluster_resources().get("CPU", 1)))  # type: ignore[no-untyped-call]
         plan_bytes = len(pickle.dumps(source.get_read_tasks(blocks)))
+        memory: list[int] = []
+        alone = f"BatchReader(threads={args.threads})"
+        native = f"read_sds(...).iter_batches(batch_size={args.batch_size})"
+        baseline = "ray.data.range(n).map_batches(signal_dataset)"
         workaround = ray.data.range(count, override_num_blocks=blocks).map_batches(
             functools.partial(signal_dataset_batch, root=root), batch_size=args.batch_size
         )
-        baseline = add(
-            "ray.data.range(n).map_batches(signal_dataset)",
-            median_rate(ray_pass(workaround, args.batch_size), args.passes, count),
+        before = resident_bytes()
+        rates = median_rates(
+            {
+                alone: batch_reader_pass(root, args.threads, args.batch_size),
+                native: ray_pass(
+                    read_sds(root, fields=["samples"], targets=["label"]), args.batch_size, memory
+                ),
+                baseline: ray_pass(workaround, args.batch_size),
+            },
+            args.passes,
+            count,
         )
     finally:
         if started:
             ray.shutdown()
+    for label, rate in rates.items():
+        print(f"{label:58} {rate:10,.0f} rec/s {rate * record_bytes / 1e6:8,.0f} MB/s")
     print()
-    print(f"read_sds: {native / alone:.2f}x BatchReader alone, {native / baseline:.1f}x range + map_batches")
     print(
-        f"driver: peak resident memory +{grown / 2**20:,.0f} MiB over the read_sds passes; its plan "
-        f"({blocks} read tasks, pickled) {plan_bytes:,} bytes for {count:,} records"
+        f"read_sds: {rates[native] / rates[alone]:.2f}x BatchReader alone, "
+        f"{rates[native] / rates[baseline]:.1f}x range + map_batches"
+    )
+    print(
+        f"driver: resident memory at most +{(max(memory) - before) / 2**20:,.0f} MiB during the read_sds "
+        f"passes (blocks mapped from the object store); its plan ({blocks} read tasks, pickled) "
+        f"{plan_bytes:,} bytes for {count:,} records"
     )
     return 0
 
