@@ -9,9 +9,14 @@ from test_gcs_native import ErrorStore
 from sds_loader.storage import sources
 
 
-def test_a_store_whose_client_has_its_own_credentials_signs_with_them(monkeypatch):
-    import types
+class _Opened:
+    """What `sources.for_shards` asks of an opened dataset: its store."""
 
+    def __init__(self, store: object) -> None:
+        self.object_store = store
+
+
+def test_a_store_whose_client_has_its_own_credentials_signs_with_them(monkeypatch):
     import google.auth
     from google.cloud import storage
     from google.oauth2.credentials import Credentials
@@ -27,7 +32,7 @@ def test_a_store_whose_client_has_its_own_credentials_signs_with_them(monkeypatc
         own = Credentials(token="ya29.the-clients-own-token")
         client = storage.Client(project="p", credentials=own, client_options={"api_endpoint": server.url})
         store = GCSObjectStore(client)
-        source = sources.for_shards(types.SimpleNamespace(object_store=store), ["gs://b/o"])
+        source = sources.for_shards(_Opened(store), ["gs://b/o"])  # type: ignore[arg-type]
         assert source is not None
         with pytest.raises(sds.StorageError, match="refused to read gs://b/o"):
             source.size(0)
