@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
@@ -176,6 +177,12 @@ uint64_t FreeBytes(const std::string& path) {
 NodeCache::NodeCache(std::string dir, uint64_t limit, uint64_t floor)
     : root_(dir.empty() ? std::string() : dir + "/" + kLayout), limit_(limit), floor_(floor) {
   StartGuarding();
+  struct rlimit files;
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    open_entries_ = std::clamp<size_t>(static_cast<size_t>(files.rlim_cur / 8), 64, 4096);
+  } else {
+    open_entries_ = 4096;
+  }
   if (dir.empty()) return;
   if (!MakeDirs(dir) || !MakeDir(root_) || !MakeDir(root_ + "/objects")) {
     Disable("the cache directory " + dir + " cannot be used (" + strerror(errno) + ")");
@@ -537,12 +544,15 @@ std::shared_ptr<NodeCache::OpenEntry> NodeCache::OpenEntryAt(const std::string& 
     DropEntry(object, first, entry, opened.get());
     return nullptr;
   }
+  const uint64_t blocks = Blocks(entry.size);
+  opened->verified = std::make_unique<std::atomic<bool>[]>(blocks);
+  for (uint64_t block = 0; block < blocks; ++block) opened->verified[block] = false;
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = open_index_.find(path);
   if (found != open_index_.end()) return found->second->second;  // another thread's
   open_.emplace_back(path, opened);
   open_index_[path] = std::prev(open_.end());
-  while (open_.size() > kOpenEntries) {
+  while (open_.size() > open_entries_) {
     open_index_.erase(open_.front().first);
     open_.pop_front();
   }
@@ -582,15 +592,18 @@ bool NodeCache::CopyEntry(Object& object, uint64_t first, const Entry& entry, ui
     }
     return false;
   }
-  // The blocks that hold the range are read and hashed whole: the range
-  // itself straight into `dst`, the rest of its first and last blocks
-  // beside it, in one read.
+  // The blocks that hold the range and are not verified yet are read and
+  // hashed whole: the range itself straight into `dst`, the rest of its
+  // first and last blocks beside it, in one read.
   const uint64_t header = opened->header.size();
   const uint64_t within = offset - first;
   const uint64_t first_block = within / kBlockBytes;
   const uint64_t end_block = Blocks(within + size);
-  const uint64_t data_start = first_block * kBlockBytes;
-  const uint64_t data_end = std::min(end_block * kBlockBytes, entry.size);
+  const bool check_first = !opened->verified[first_block].load(std::memory_order_acquire);
+  const bool check_last = !opened->verified[end_block - 1].load(std::memory_order_acquire);
+  const uint64_t data_start = check_first ? first_block * kBlockBytes : within;
+  const uint64_t data_end =
+      check_last ? std::min(end_block * kBlockBytes, entry.size) : within + size;
   thread_local std::vector<uint8_t> before;
   thread_local std::vector<uint8_t> after;
   before.resize(within - data_start);
@@ -604,6 +617,7 @@ bool NodeCache::CopyEntry(Object& object, uint64_t first, const Entry& entry, ui
   // range whole when it holds it).
   bool good = got >= 0 && static_cast<uint64_t>(got) == data_end - data_start;
   for (uint64_t block = first_block; good && block < end_block; ++block) {
+    if (opened->verified[block].load(std::memory_order_acquire)) continue;
     const uint64_t begin = block * kBlockBytes;
     const uint64_t end = std::min(begin + kBlockBytes, entry.size);
     Pieces pieces;
@@ -616,12 +630,27 @@ bool NodeCache::CopyEntry(Object& object, uint64_t first, const Entry& entry, ui
       pieces.Append(after.data() + (from_after - (within + size)), end - from_after);
     }
     good = RiegeliHash(pieces) == LoadLE64(opened->header.data() + kFixedHeader + 8 * block);
+    if (good) opened->verified[block].store(true, std::memory_order_release);
   }
   if (!good) {
     DropEntry(object, first, entry, opened.get());
     return false;
   }
   hit_bytes_ += size;
+  return true;
+}
+
+bool NodeCache::Holds(Object& object, uint64_t offset, uint64_t size) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t position = offset;
+  const uint64_t end = offset + size;
+  while (position < end) {
+    auto it = object.entries.upper_bound(position);
+    if (it == object.entries.begin()) return false;
+    --it;
+    if (it->first + it->second.size <= position) return false;
+    position = it->first + it->second.size;
+  }
   return true;
 }
 

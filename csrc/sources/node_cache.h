@@ -100,6 +100,10 @@ class NodeCache : public ForkGuarded {
   // cannot be cached (no version, or the cache is off).
   std::shared_ptr<Object> Open(const std::string& url, const std::string& version, uint64_t size);
 
+  // Whether the entries this process knows of hold all of [offset, offset +
+  // size); no I/O (the entries are read, and checked, by Read).
+  bool Holds(Object& object, uint64_t offset, uint64_t size) const;
+
   // A range the caller fetches and then hands to Store, and its claim.
   struct Gap {
     uint64_t offset = 0;
@@ -134,13 +138,20 @@ class NodeCache : public ForkGuarded {
   };
   // An entry file held open with its header (magic, key, block hashes)
   // checked, so that reading it again costs one preadv; closed when the
-  // last reader lets go after it leaves kOpenEntries.
+  // last reader lets go after it leaves the open set (open_entries_).
+  //
+  // Each block's hash is checked on its first read through the open file,
+  // not on every read: an entry is never written after it is placed, and
+  // the chunks' own hashes are still checked on every read by the core.
   struct OpenEntry {
     int fd = -1;
     std::vector<uint8_t> header;
+    std::unique_ptr<std::atomic<bool>[]> verified;  // one a block
     ~OpenEntry();
   };
-  static constexpr size_t kOpenEntries = 256;
+  // How many entries stay open: an eighth of the process's file limit, from
+  // 64 to 4096 (a remote reader holds no descriptor per shard).
+  size_t open_entries_ = 64;
   struct Claim {
     uint64_t offset = 0;
     uint64_t size = 0;
@@ -160,7 +171,7 @@ class NodeCache : public ForkGuarded {
                  uint8_t* dst);
   // Removes a damaged entry: the file `open` holds, not one that replaced it since.
   void DropEntry(Object& object, uint64_t first, const Entry& entry, const OpenEntry* open);
-  // The entry file at `path`, opened (or from kOpenEntries) with its header
+  // The entry file at `path`, opened (or from the open set) with its header
   // checked; null when it is gone or its header is not this entry's.
   std::shared_ptr<OpenEntry> OpenEntryAt(const std::string& path, Object& object, uint64_t first,
                                          const Entry& entry, bool* damaged);

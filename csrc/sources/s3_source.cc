@@ -529,9 +529,18 @@ uint64_t S3Source::Size(size_t file) {
   return ShardOf(file).size;
 }
 
-FetchPlan S3Source::PlanBatch(const RangeRequest* /*ranges*/, size_t /*count*/) {
+FetchPlan S3Source::PlanBatch(const RangeRequest* ranges, size_t count) {
   FetchPlan plan;
   plan.gather_bytes = uint64_t{16} << 20;
+  if (cache_ == nullptr || !cache_->enabled()) return plan;
+  // A batch the node cache holds whole is read as local shards are: each
+  // run by the thread that decodes it, the runs side by side, while its
+  // bytes are still in that thread's cache.
+  for (size_t k = 0; k < count; ++k) {
+    const std::shared_ptr<NodeCache::Object> object = CachedObject(ranges[k].file);
+    if (object == nullptr || !cache_->Holds(*object, ranges[k].offset, ranges[k].size)) return plan;
+  }
+  plan.gather_bytes = 0;
   return plan;
 }
 
