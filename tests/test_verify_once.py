@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import signal_dataset as sds
 from native_required import _native  # noqa: F401 - a build without it fails the run (conftest.py)
+from s3_fixtures import rclone_dataset, rclone_server  # noqa: F401 - fixtures
 from sds_factory import CHUNK_HEADER_SIZE, assert_batch, capture, record_chunks, shard_ordinals, write_dataset
 
 import sds_loader
@@ -175,3 +176,15 @@ def test_a_file_replaced_under_its_path_is_verified_again(uncompressed, tmp_path
     once.read([other])
     _corrupt(lambda: once.read([ordinals[1]]))
     assert once.read([ordinals[2]])["samples"][0].tobytes() == intact[2].tobytes()
+
+
+def test_once_reads_from_object_storage_match_signal_dataset(rclone_dataset):
+    """In object storage every request pins the object's version: marks need no file identity."""
+    uri, local = rclone_dataset
+    reader = sds_loader.BatchReader(uri, targets=("label",), verify_checksums="once")
+    assert reader.native_unavailable_reason is None
+    indices = list(range(len(reader)))[::-1]
+    for _ in range(2):
+        batch = reader.read(indices)
+        assert_batch(local, batch, indices, FIELDS, ("label",))
+    assert reader.stats.native_records == 2 * len(indices)
