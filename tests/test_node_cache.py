@@ -51,6 +51,13 @@ def read_epoch(reader: sds_loader.BatchReader, uri: str, order: list[int], batch
         assert_batch(uri, reader.read(indices), indices, FIELDS, TARGETS)
 
 
+def settled(reader: sds_loader.BatchReader) -> sds_loader.BatchReader:
+    """`reader` once its node-cache writes (made off the reads' path) are done."""
+    source = reader._state.source
+    assert source is not None and source.wait_readahead(60)
+    return reader
+
+
 def entries(cache: Path) -> list[Path]:
     """The cache's entry files (named OFFSET-SIZE)."""
     return [p for p in cache.rglob("*") if re.fullmatch(r"[0-9a-f]{16}-[0-9a-f]{16}", p.name)]
@@ -65,6 +72,7 @@ def test_epochs_after_the_first_fetch_nothing(rclone_server, rclone_dataset, tmp
     cache = tmp_path / "cache"
     reader = sds_loader.BatchReader(uri, targets=TARGETS, cache_dir=cache)
     read_epoch(reader, uri, shuffled(1))
+    settled(reader)
     first = reader.stats.fetched_bytes
     # Everything fetched went to the cache: the data shards, once.
     assert reader._state.source.cache_counters.stored_bytes == first
@@ -86,6 +94,7 @@ def test_a_sparse_epoch_fetches_no_more_than_without_the_cache(rclone_server, rc
     assert_batch(uri, plain.read(sparse), sparse, FIELDS, TARGETS)
     cached = sds_loader.BatchReader(uri, targets=TARGETS, cache_dir=tmp_path / "cache")
     assert_batch(uri, cached.read(sparse), sparse, FIELDS, TARGETS)
+    settled(cached)
     assert cached.stats.fetched_bytes <= plain.stats.fetched_bytes
     # Only what was read is cached: not the shards whole.
     assert sum(p.stat().st_size for p in entries(tmp_path / "cache")) < 2 * plain.stats.fetched_bytes
@@ -94,7 +103,9 @@ def test_a_sparse_epoch_fetches_no_more_than_without_the_cache(rclone_server, rc
 def test_a_damaged_entry_is_dropped_and_fetched_again(rclone_server, rclone_dataset, tmp_path):
     uri, _ = rclone_dataset
     cache = tmp_path / "cache"
-    read_epoch(sds_loader.BatchReader(uri, targets=TARGETS, cache_dir=cache), uri, ALL, batch=48)
+    filler = sds_loader.BatchReader(uri, targets=TARGETS, cache_dir=cache)
+    read_epoch(filler, uri, ALL, batch=48)
+    settled(filler)
     found = sorted(entries(cache), key=lambda p: p.stat().st_size)
     flipped, cut = found[-1], found[-2]
     data = bytearray(flipped.read_bytes())
@@ -103,6 +114,7 @@ def test_a_damaged_entry_is_dropped_and_fetched_again(rclone_server, rclone_data
     cut.write_bytes(cut.read_bytes()[:-100])
     reader = sds_loader.BatchReader(uri, targets=TARGETS, cache_dir=cache)
     read_epoch(reader, uri, ALL, batch=48)
+    settled(reader)
     assert reader._state.source.cache_counters.dropped == 2
     assert reader.stats.fetched_bytes > 4, "the damaged entries' bytes were not fetched again"
     # Fetched again, they are cached again.
@@ -123,6 +135,7 @@ def test_a_replaced_object_is_never_served_from_the_cache(rclone_server, tmp_pat
         source = S3RangeSource([uri], endpoint_options(rclone_server.url), cache=cache)
         buffer = bytearray(200_000)
         source.fetch([(0, 10_000, memoryview(buffer))])
+        assert source.wait_readahead(60)
         return bytes(buffer)
 
     assert read(settings) == old[10_000:210_000]

@@ -172,6 +172,9 @@ void BindS3Source(py::module_& m) {
       .def("wait_readahead", &sdsl::S3Source::WaitForReadahead, py::arg("seconds"),
            py::call_guard<py::gil_scoped_release>(),
            "Waits until the ranges announced so far are fetched; False on timeout.")
+      .def("wait_writes", &sdsl::S3Source::WaitForWrites, py::arg("seconds"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Waits until the node-cache writes queued so far are done; False on timeout.")
       .def("close", &sdsl::S3Source::Close, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("counters",
                              [](const sdsl::S3Source& source) {

@@ -831,7 +831,7 @@ void NodeCache::Store(Object& object, uint64_t offset, uint64_t size, const uint
     }
     place_error = placed ? 0 : errno;
   }
-  unlink(temporary.c_str());
+  if (!placed) unlink(temporary.c_str());
   if (!placed) {
     Unreserve(bytes);
     if (!written && DirectoryFault(error)) {

@@ -210,7 +210,8 @@ S3Source::S3Source(S3Settings settings)
                                                settings_.cache_floor)),
       shards_(settings_.urls.size()),
       cached_(settings_.urls.size()),
-      cached_version_(settings_.urls.size()) {
+      cached_version_(settings_.urls.size()),
+      writer_(std::make_unique<TaskThread>(/*max_pending=*/8)) {
   for (size_t k = 0; k < kReadaheadThreads; ++k) {
     readahead_.push_back(std::make_unique<TaskThread>(/*max_pending=*/8));
   }
@@ -264,10 +265,18 @@ class ClaimRelease {
 
 }  // namespace
 
-void S3Source::StoreGaps(const std::vector<std::pair<size_t, NodeCache::Gap>>& gaps) {
+void S3Source::StoreGaps(std::vector<std::pair<size_t, NodeCache::Gap>> gaps) {
   // Runs of back-to-back gaps (a chunk's header and payload go to different
-  // buffers) become one entry, not one per buffer.
-  std::vector<uint8_t> joined;
+  // buffers) become one entry, not one per buffer. Their bytes are copied
+  // (the buffers are the caller's) and written on the writer thread, off
+  // the read's path; the claims are let go once they are written, so that a
+  // process waiting for them finds them.
+  struct Run {
+    size_t file = 0;
+    uint64_t offset = 0;
+    std::vector<uint8_t> data;
+  };
+  auto runs = std::make_shared<std::vector<Run>>();
   size_t k = 0;
   while (k < gaps.size()) {
     size_t end = k + 1;
@@ -277,22 +286,35 @@ void S3Source::StoreGaps(const std::vector<std::pair<size_t, NodeCache::Gap>>& g
       size += gaps[end].second.size;
       ++end;
     }
-    const std::shared_ptr<NodeCache::Object> object = CachedObject(gaps[k].first);
-    if (object != nullptr) {
-      if (end == k + 1) {
-        cache_->Store(*object, gaps[k].second.offset, size, gaps[k].second.dst);
-      } else {
-        joined.resize(size);
-        uint64_t at = 0;
-        for (size_t j = k; j < end; ++j) {
-          std::memcpy(joined.data() + at, gaps[j].second.dst, gaps[j].second.size);
-          at += gaps[j].second.size;
-        }
-        cache_->Store(*object, gaps[k].second.offset, size, joined.data());
-      }
+    Run run;
+    run.file = gaps[k].first;
+    run.offset = gaps[k].second.offset;
+    run.data.resize(size);
+    uint64_t at = 0;
+    for (size_t j = k; j < end; ++j) {
+      std::memcpy(run.data.data() + at, gaps[j].second.dst, gaps[j].second.size);
+      at += gaps[j].second.size;
     }
+    runs->push_back(std::move(run));
     k = end;
   }
+  auto claims = std::make_shared<std::vector<std::pair<size_t, NodeCache::Gap>>>(std::move(gaps));
+  auto store = [this, runs, claims]() {
+    ClaimRelease release(cache_.get(), claims.get());
+    for (const Run& run : *runs) {
+      const std::shared_ptr<NodeCache::Object> object = CachedObject(run.file);
+      if (object != nullptr) cache_->Store(*object, run.offset, run.data.size(), run.data.data());
+    }
+  };
+  bool posted = false;
+  try {
+    posted = writer_->Post(store);
+  } catch (...) {
+    posted = false;
+  }
+  // A writer that falls behind slows the reads down rather than the
+  // queue growing: the entries are written here.
+  if (!posted) store();
 }
 
 S3Source::Shard S3Source::ShardOf(size_t file) {
@@ -618,7 +640,10 @@ void S3Source::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*pl
     }
   }
   if (!rest.empty()) FetchParts(rest, announcement_stalled ? 1 : 0);
-  if (!gaps.empty()) StoreGaps(gaps);
+  if (!gaps.empty()) {
+    StoreGaps(std::move(gaps));
+    gaps.clear();
+  }
 }
 
 void S3Source::FetchParts(std::vector<RangeRequest>& requests, int attempts_spent) {
@@ -698,7 +723,11 @@ bool S3Source::WaitForReadahead(double seconds) {
   for (const auto& thread : readahead_) {
     if (!thread->WaitForEarlier(deadline)) return false;
   }
-  return true;
+  return writer_->WaitForEarlier(deadline);
+}
+
+bool S3Source::WaitForWrites(double seconds) {
+  return writer_->WaitForEarlier(TaskThread::DeadlineAfter(seconds));
 }
 
 void S3Source::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges) {
@@ -779,17 +808,19 @@ void S3Source::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges)
     // What arrived goes to the node cache; a range with any part missing is
     // not (its claims are let go, and the read fetches it).
     std::vector<std::pair<size_t, NodeCache::Gap>> fetched;
+    std::vector<std::pair<size_t, NodeCache::Gap>> unfetched;
     for (const auto& gap : gaps) {
-      for (size_t k = 0; k < ranges.size(); ++k) {
+      bool stored = false;
+      for (size_t k = 0; k < ranges.size() && !stored; ++k) {
         const AheadRange& range = *ranges[k];
-        if (range.file == gap.first && gap.second.dst >= range.data.data() &&
-            gap.second.dst < range.data.data() + range.data.size() && whole[k] &&
-            gap.second.claim_fd != -2) {
-          fetched.push_back(gap);
-        }
+        stored = range.file == gap.first && gap.second.dst >= range.data.data() &&
+                 gap.second.dst < range.data.data() + range.data.size() && whole[k] &&
+                 gap.second.claim_fd != -2;
       }
+      (stored ? fetched : unfetched).push_back(gap);
     }
-    if (!fetched.empty()) StoreGaps(fetched);
+    gaps.swap(unfetched);  // let go of when this returns
+    if (!fetched.empty()) StoreGaps(std::move(fetched));
     for (size_t k = 0; k < ranges.size(); ++k) {
       ahead_.Finish(ranges[k], whole[k]);
       ++finished;

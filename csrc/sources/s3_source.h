@@ -105,8 +105,11 @@ class S3Source : public ShardSource, public ForkGuarded {
   void OpenShards(const std::vector<size_t>& files) override;
   void SetCredentials(HttpCredentials credentials);
   // Waits until what WillNeed queued before the call has been fetched (or
-  // dropped); false when `seconds` pass first.
+  // dropped), and written to the node cache; false when `seconds` pass first.
   bool WaitForReadahead(double seconds);
+  // Waits until the node-cache writes queued before the call are done;
+  // false when `seconds` pass first.
+  bool WaitForWrites(double seconds);
   S3Counters counters() const;
   // The node cache, or null when none was asked for.
   NodeCache* node_cache() const { return cache_.get(); }
@@ -149,7 +152,7 @@ class S3Source : public ShardSource, public ForkGuarded {
   // The node cache's object for a shard whose version is known, or null.
   std::shared_ptr<NodeCache::Object> CachedObject(size_t file);
   // Writes fetched gaps to the node cache, back-to-back ones as one entry.
-  void StoreGaps(const std::vector<std::pair<size_t, NodeCache::Gap>>& gaps);
+  void StoreGaps(std::vector<std::pair<size_t, NodeCache::Gap>> gaps);
 
   const S3Settings settings_;
   HttpClient client_;
@@ -174,6 +177,8 @@ class S3Source : public ShardSource, public ForkGuarded {
   // many batches' requests in flight.
   static constexpr size_t kReadaheadThreads = 4;
   std::atomic<size_t> next_readahead_{0};
+  // Writes fetched ranges to the node cache, off the reads' path.
+  std::unique_ptr<TaskThread> writer_;
   // Last: destroyed first, so that no readahead task outlives what it uses.
   std::vector<std::unique_ptr<TaskThread>> readahead_;
 };

@@ -33,6 +33,8 @@ What the native source guarantees (see csrc/sources/s3_source.h):
 
 from __future__ import annotations
 
+import atexit
+import multiprocessing.util
 import os
 import threading
 import time
@@ -172,11 +174,27 @@ class CacheCounters:
 _LIVE: weakref.WeakSet[NativeRangeSource] = weakref.WeakSet()
 
 
+#: How long a process that ends waits for its node-cache writes.
+FLUSH_SECONDS = 10.0
+
+
+def _flush_node_caches() -> None:
+    """Finish the node-cache writes still queued, so that what this process fetched stays fetched."""
+    for source in list(_LIVE):
+        native = source._native
+        if native is not None and source._cache is not None:
+            native.wait_writes(FLUSH_SECONDS)
+
+
 def _forget_parent_sources() -> None:
     for source in list(_LIVE):
         source._forget_parent()
+    # A DataLoader worker ends through multiprocessing, which runs its
+    # finalizers but not atexit's.
+    multiprocessing.util.Finalize(None, _flush_node_caches, exitpriority=100)
 
 
+atexit.register(_flush_node_caches)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_parent_sources)
 
