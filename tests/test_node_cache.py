@@ -4,7 +4,8 @@ Against the real rclone S3 server, with real DataLoader workers and real
 processes: a second epoch fetches nothing, a sparse first epoch no more than
 without the cache; a damaged entry is dropped and fetched again, a replaced
 object is never served, a process killed mid-fetch leaves nothing served or
-waited for; a directory that cannot be used reads uncached with one warning;
+waited for; a directory that cannot be used, or a disk that takes no more,
+reads uncached with one warning;
 the cache stays within its limit; and two processes of two workers each
 sharing one cache fetch each byte once between them. Every row is checked
 against signal_dataset's reader.
@@ -210,6 +211,37 @@ def test_an_unusable_cache_dir_reads_uncached_with_one_warning(rclone_server, rc
     assert len(said) == 1, [str(w.message) for w in caught]
     assert "a-file/cache" in str(said[0].message) and "without the node cache" in str(said[0].message)
     assert reader.stats.cache_hits == 0 and reader.stats.fetched_bytes > 0
+
+
+def test_a_cache_that_cannot_take_more_reads_uncached_with_one_warning(
+    rclone_server, rclone_dataset, tmp_path
+):
+    # A process whose files may not grow past 16 kB (RLIMIT_FSIZE, with
+    # SIGXFSZ ignored) meets a full disk at its first entry.
+    uri, local = rclone_dataset
+    cache = os.fspath(tmp_path / "cache")
+    script = (
+        "import resource, signal, warnings, sds_loader\n"
+        "from sds_factory import assert_batch\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 10, resource.RLIM_INFINITY))\n"
+        "warnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        f"    r = sds_loader.BatchReader({uri!r}, targets=('label',), cache_dir={cache!r})\n"
+        "    for start in range(0, 48, 8):\n"
+        "        rows = list(range(start, start + 8))\n"
+        f"        assert_batch({local!r}, r.read(rows), rows, ('samples',), ('label',))\n"
+        "said = [str(w.message) for w in caught if 'node cache' in str(w.message)]\n"
+        "assert len(said) == 1, said\n"
+        "print(said[0])\n"
+    )
+    env = dict(os.environ, **CREDENTIALS, PYTHONPATH=os.path.dirname(__file__))
+    env["AWS_ENDPOINT_URL_S3"] = rclone_server.url
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "writing to the node cache failed" in done.stdout and "without the node cache" in done.stdout
 
 
 def test_the_cache_stays_within_its_limit(rclone_server, rclone_dataset, tmp_path):

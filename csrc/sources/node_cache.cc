@@ -158,8 +158,8 @@ bool WriteAll(int fd, const uint8_t* data, uint64_t size) {
 // Errors that say the cache directory cannot take more (as opposed to one
 // entry's directory having been evicted by another process meanwhile).
 bool DirectoryFault(int error) {
-  return error == ENOSPC || error == EDQUOT || error == EROFS || error == EACCES ||
-         error == EPERM || error == EIO;
+  return error == ENOSPC || error == EDQUOT || error == EFBIG || error == EROFS ||
+         error == EACCES || error == EPERM || error == EIO;
 }
 
 int64_t MtimeNs(const struct stat& info) {
