@@ -210,9 +210,9 @@ sdsl::Verify VerifyArg(const py::handle& value) {
 void BindShardSet(py::module_& m) {
   py::class_<sdsl::ShardSet>(m, "ShardSet")
       .def(py::init(&MakeShardSet), py::arg("paths"), py::arg("verify_checksums"),
-           py::arg("max_open_files"), py::arg("source") = py::none(),
-           py::arg("sizes") = py::none(), py::arg("root") = std::string(),
-           py::arg("prefix") = std::string(), py::arg("digests") = py::bytes(),
+           py::arg("max_open_files"), py::arg("source") = py::none(), py::arg("sizes") = py::none(),
+           py::arg("root") = std::string(), py::arg("prefix") = std::string(),
+           py::arg("digests") = py::bytes(),
            "One entry of `paths` per shard. Without `source` they are local files, opened "
            "below `root` without following links (regular files only); with it, `source` "
            "(size(file), name(file), fetch(requests)) supplies every byte. `sizes`: the bytes "
