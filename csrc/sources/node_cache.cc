@@ -708,8 +708,24 @@ std::vector<NodeCache::Gap> NodeCache::Read(Object& object, uint64_t offset, uin
                                             uint8_t* dst,
                                             std::chrono::steady_clock::time_point deadline,
                                             bool wait) {
+  std::vector<Gap> wanted{{offset, size, dst, -1, {}}};
+  return Read(object, wanted, deadline, wait);
+}
+
+std::vector<NodeCache::Gap> NodeCache::Read(Object& object, const std::vector<Gap>& wanted,
+                                            std::chrono::steady_clock::time_point deadline,
+                                            bool wait) {
   Touch(object);
-  std::vector<Gap> gaps = CopyHeld(object, offset, size, dst);
+  std::vector<Gap> gaps;
+  for (const Gap& range : wanted) {
+    std::vector<Gap> pieces = CopyHeld(object, range.offset, range.size, range.dst);
+    if (pieces.empty()) {
+      ++hits_;
+    } else {
+      ++misses_;
+      gaps.insert(gaps.end(), pieces.begin(), pieces.end());
+    }
+  }
   std::vector<Gap> result;
   bool waited = false;
   while (!gaps.empty()) {
@@ -782,11 +798,6 @@ std::vector<NodeCache::Gap> NodeCache::Read(Object& object, uint64_t offset, uin
     }
     // The waited-for ranges go round again: read from what landed, or claimed.
     for (const int fd : busy) CloseTracked(fd);
-  }
-  if (result.empty()) {
-    ++hits_;
-  } else {
-    ++misses_;
   }
   return result;
 }

@@ -122,6 +122,10 @@ class NodeCache : public ForkGuarded {
   // with claim_fd -2).
   std::vector<Gap> Read(Object& object, uint64_t offset, uint64_t size, uint8_t* dst,
                         std::chrono::steady_clock::time_point deadline, bool wait = true);
+  // The same for several ranges of one object (their claims made under one
+  // take of the object's lock).
+  std::vector<Gap> Read(Object& object, const std::vector<Gap>& wanted,
+                        std::chrono::steady_clock::time_point deadline, bool wait = true);
   // Writes `size` fetched bytes from `offset` of the object as one entry,
   // when there is room. Never throws.
   void Store(Object& object, uint64_t offset, uint64_t size, const uint8_t* data);

@@ -585,6 +585,17 @@ void S3Source::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*pl
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(settings_.http.stall_timeout_s));
   bool announcement_stalled = false;
+  size_t cached_file = 0;
+  std::shared_ptr<NodeCache::Object> cached_object;
+  std::vector<NodeCache::Gap> cached_wanted;
+  auto flush_cached = [&]() {
+    if (cached_wanted.empty()) return;
+    for (const NodeCache::Gap& gap : cache_->Read(*cached_object, cached_wanted, deadline)) {
+      rest.push_back({cached_file, gap.offset, gap.size, gap.dst});
+      gaps.emplace_back(cached_file, gap);
+    }
+    cached_wanted.clear();
+  };
   for (size_t k = 0; k < count; ++k) {
     RangeRequest request = requests[k];
     if (request.size == 0) continue;
@@ -633,12 +644,14 @@ void S3Source::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*pl
       rest.push_back(request);
       continue;
     }
-    for (const NodeCache::Gap& gap :
-         cache_->Read(*object, request.offset, request.size, request.dst, deadline)) {
-      rest.push_back({request.file, gap.offset, gap.size, gap.dst});
-      gaps.emplace_back(request.file, gap);
-    }
+    // A shard's requests go to the node cache together (they come shard by
+    // shard), its misses claimed in one round.
+    if (cached_file != request.file) flush_cached();
+    cached_file = request.file;
+    cached_object = object;
+    cached_wanted.push_back({request.offset, request.size, request.dst, -1, {}});
   }
+  flush_cached();
   if (!rest.empty()) FetchParts(rest, announcement_stalled ? 1 : 0);
   if (!gaps.empty()) {
     StoreGaps(std::move(gaps));
@@ -692,6 +705,20 @@ void S3Source::WillNeed(const RangeRequest* ranges, size_t count) {
   std::vector<AheadCache::Wanted> wanted;
   for (size_t k = 0; k < count; ++k) {
     if (ranges[k].file >= shards_.size()) continue;
+    // What the node cache holds is read from there when it is needed, as a
+    // local shard is: fetching it ahead into memory would only copy it twice.
+    if (cache_ != nullptr && cache_->enabled()) {
+      std::shared_ptr<NodeCache::Object> object;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const Shard& shard = shards_[ranges[k].file];
+        if (shard.known && !shard.version.empty() &&
+            cached_version_[ranges[k].file] == shard.version) {
+          object = cached_[ranges[k].file];
+        }
+      }
+      if (object != nullptr && cache_->Holds(*object, ranges[k].offset, ranges[k].size)) continue;
+    }
     // Long runs in parts, so that they come over several connections.
     for (uint64_t done = 0; done < ranges[k].size; done += settings_.part_bytes) {
       wanted.push_back({ranges[k].file, ranges[k].offset + done,
