@@ -188,3 +188,14 @@ def test_once_reads_from_object_storage_match_signal_dataset(rclone_dataset):
         batch = reader.read(indices)
         assert_batch(local, batch, indices, FIELDS, ("label",))
     assert reader.stats.native_records == 2 * len(indices)
+
+
+def test_ray_read_tasks_keep_the_setting(uncompressed):
+    """read_sds's read tasks open their readers with the setting given, "once" included."""
+    pytest.importorskip("ray.data", reason="the ray extra is not installed")
+    from sds_loader.ray import SDSDatasource
+
+    with pytest.raises(ValueError, match="verify_checksums="):
+        SDSDatasource(uncompressed, fields=FIELDS, verify_checksums="yes")
+    source = SDSDatasource(uncompressed, fields=FIELDS, verify_checksums="once")
+    assert source._options.verify_checksums == "once"

@@ -32,6 +32,7 @@ from typing import Any
 from signal_dataset.storage import ObjectStore
 
 from sds_loader.annotations import Annotations
+from sds_loader.checksums import VerifyChecksums
 from sds_loader.ray.complex_view import to_complex
 from sds_loader.ray.datasource import SDSDatasource
 from sds_loader.windows import Window
@@ -54,7 +55,7 @@ def read_sds(
     seed: int = 0,
     epoch: int | None = None,
     threads: int = 1,
-    verify_checksums: bool = True,
+    verify_checksums: VerifyChecksums = True,
     requests_in_flight: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
     concurrency: int | None = None,

@@ -30,6 +30,7 @@ from ray.data.datasource import Datasource, ReadTask
 from signal_dataset.storage import ObjectStore
 
 from sds_loader.annotations import Annotations
+from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
 from sds_loader.ray import blocks, order, stretches
 from sds_loader.ray.reused_blocks import process_pool
 from sds_loader.ray.worker_readers import ReaderOptions, reader_for
@@ -71,7 +72,7 @@ class SDSDatasource(Datasource):
         seed: int = 0,
         epoch: int | None = None,
         threads: int = 1,
-        verify_checksums: bool = True,
+        verify_checksums: VerifyChecksums = True,
         requests_in_flight: int | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
@@ -128,7 +129,7 @@ class SDSDatasource(Datasource):
                 extras=wanted,
                 labels=dict(reader.labels) or None,
                 object_store=portable(object_store if object_store is not None else reader.object_store),
-                verify_checksums=bool(verify_checksums),
+                verify_checksums=verify_checksums_setting(verify_checksums),
                 threads=threads,
                 requests_in_flight=requests_in_flight,
                 token=uuid.uuid4().hex,

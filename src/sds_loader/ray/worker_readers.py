@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sds_loader.annotations import Annotations
+from sds_loader.checksums import VerifyChecksums
 from sds_loader.reader import BatchReader
 from sds_loader.windows import Window
 
@@ -40,7 +41,7 @@ class ReaderOptions:
     labels: Mapping[str, Sequence[str]] | None
     #: The store's settings (`sds_loader.storage.stores.portable`), or None for the registry's.
     object_store: Any
-    verify_checksums: bool
+    verify_checksums: VerifyChecksums
     threads: int
     requests_in_flight: int | None
     #: Names this dataset among those a worker reads: unique per `read_sds` call.
