@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -18,6 +19,7 @@
 
 #include "base/byte_io.h"
 #include "container/riegeli_hash.h"
+#include "sources/mapped_copy.h"
 
 namespace sdsl {
 namespace {
@@ -505,6 +507,7 @@ bool NodeCache::Scan(Object& object, std::vector<Claim>* claims) {
 }
 
 NodeCache::OpenEntry::~OpenEntry() {
+  if (map != nullptr) munmap(const_cast<uint8_t*>(map), map_bytes);
   if (fd >= 0) close(fd);
 }
 
@@ -544,6 +547,11 @@ std::shared_ptr<NodeCache::OpenEntry> NodeCache::OpenEntryAt(const std::string& 
     DropEntry(object, first, entry, opened.get());
     return nullptr;
   }
+  void* map = mmap(nullptr, header + entry.size, PROT_READ, MAP_SHARED, opened->fd, 0);
+  if (map != MAP_FAILED) {
+    opened->map = static_cast<const uint8_t*>(map);
+    opened->map_bytes = header + entry.size;
+  }
   const uint64_t blocks = Blocks(entry.size);
   opened->verified = std::make_unique<std::atomic<bool>[]>(blocks);
   for (uint64_t block = 0; block < blocks; ++block) opened->verified[block] = false;
@@ -580,7 +588,7 @@ void NodeCache::DropEntry(Object& object, uint64_t first, const Entry& entry,
 }
 
 bool NodeCache::CopyEntry(Object& object, uint64_t first, const Entry& entry, uint64_t offset,
-                          uint64_t size, uint8_t* dst) {
+                          uint64_t size, uint8_t* dst, bool mapped) {
   bool damaged = false;
   const std::shared_ptr<OpenEntry> opened =
       OpenEntryAt(object.dir + EntryName(first, entry.size), object, first, entry, &damaged);
@@ -601,6 +609,22 @@ bool NodeCache::CopyEntry(Object& object, uint64_t first, const Entry& entry, ui
   const uint64_t end_block = Blocks(within + size);
   const bool check_first = !opened->verified[first_block].load(std::memory_order_acquire);
   const bool check_last = !opened->verified[end_block - 1].load(std::memory_order_acquire);
+  if (mapped && opened->map != nullptr) {
+    bool verified = true;
+    for (uint64_t block = first_block; verified && block < end_block; ++block)
+      verified = opened->verified[block].load(std::memory_order_acquire);
+    if (verified) {
+      RangeRequest out;
+      out.size = size;
+      out.dst = dst;
+      if (CopyFromMapping(opened->map + header + within, size, &out, 1)) {
+        hit_bytes_ += size;
+        return true;
+      }
+      DropEntry(object, first, entry, opened.get());  // truncated under its mapping
+      return false;
+    }
+  }
   const uint64_t data_start = check_first ? first_block * kBlockBytes : within;
   const uint64_t data_end =
       check_last ? std::min(end_block * kBlockBytes, entry.size) : within + size;
@@ -655,7 +679,7 @@ bool NodeCache::Holds(Object& object, uint64_t offset, uint64_t size) const {
 }
 
 std::vector<NodeCache::Gap> NodeCache::CopyHeld(Object& object, uint64_t offset, uint64_t size,
-                                                uint8_t* dst) {
+                                                uint8_t* dst, bool mapped) {
   const uint64_t end = offset + size;
   std::vector<std::pair<uint64_t, Entry>> overlapping;
   {
@@ -695,7 +719,7 @@ std::vector<NodeCache::Gap> NodeCache::CopyHeld(Object& object, uint64_t offset,
     const uint64_t first = overlapping[best].first;
     const uint64_t until = std::min(end, first + overlapping[best].second.size);
     if (CopyEntry(object, first, overlapping[best].second, position, until - position,
-                  dst + (position - offset))) {
+                  dst + (position - offset), mapped)) {
       position = until;
     } else {
       overlapping.erase(overlapping.begin() + static_cast<std::ptrdiff_t>(best));
@@ -716,9 +740,10 @@ std::vector<NodeCache::Gap> NodeCache::Read(Object& object, const std::vector<Ga
                                             std::chrono::steady_clock::time_point deadline,
                                             bool wait) {
   Touch(object);
+  const bool mapped = GuardMappedCopies();
   std::vector<Gap> gaps;
   for (const Gap& range : wanted) {
-    std::vector<Gap> pieces = CopyHeld(object, range.offset, range.size, range.dst);
+    std::vector<Gap> pieces = CopyHeld(object, range.offset, range.size, range.dst, mapped);
     if (pieces.empty()) {
       ++hits_;
     } else {
