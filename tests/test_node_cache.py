@@ -262,6 +262,8 @@ def test_the_cache_stays_within_its_limit(rclone_server, rclone_dataset, tmp_pat
 
 
 def test_processes_and_workers_sharing_a_cache_fetch_each_byte_once(rclone_server, tmp_path):
+    import torch_required  # noqa: F401 - the processes read through DataLoader workers
+
     local = tmp_path / "local"
     write_dataset(local, 64, functools.partial(capture, samples=4096), records_per_shard=16)
     uri = rclone_server.upload_tree(local, "datasets", "shared-cache")
