@@ -7,13 +7,15 @@ object is never served, a process killed mid-fetch leaves nothing served or
 waited for; a directory that cannot be used, or a disk that takes no more,
 reads uncached with one warning;
 the cache stays within its limit; and two processes of two workers each
-sharing one cache fetch each byte once between them. Every row is checked
+sharing one cache fetch each byte once between them; and `sds-loader bench
+--node-cache` reports later epochs fetching nothing. Every row is checked
 against signal_dataset's reader.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import random
 import re
@@ -330,3 +332,38 @@ def test_cache_limit_takes_bytes_or_sizes_and_bad_values_are_named():
         cache_settings(None, "1GB")
     with pytest.raises(ValueError, match="local directory"):
         cache_settings("s3://bucket/cache", None)
+
+
+def test_the_bench_reports_later_epochs_fetching_nothing(rclone_server, rclone_dataset, tmp_path, capsys):
+    from sds_loader.cli import main
+
+    uri, _ = rclone_dataset
+    out = tmp_path / "out"
+    assert (
+        main(
+            [
+                "bench",
+                uri,
+                "--node-cache",
+                os.fspath(tmp_path / "nc"),
+                "--batch-size",
+                "8",
+                "--out",
+                os.fspath(out),
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "cache, epochs 2-4" in printed and "local disk" in printed
+    result = json.loads((out / "bench-node-cache.json").read_text())
+    rows = {(row["order"], row["name"]): row for row in result["rows"]}
+    for order in {order for order, _ in rows}:
+        uncached, first = rows[order, "no cache"], rows[order, "cache, epoch 1"]
+        assert first["fetched_bytes"] <= uncached["fetched_bytes"]
+        assert rows[order, "cache, epochs 2-4"]["fetched_bytes"] == 0
+        assert rows[order, "cache, epochs 2-4"]["wire_bytes"] == 0
+    # The bench's caches are its own, made and removed under the directory given.
+    assert not list((tmp_path / "nc").iterdir())
+    assert main(["bench", uri, "--cache-dir", os.fspath(tmp_path / "data")]) != 0
+    assert "pass --node-cache DIR" in capsys.readouterr().err

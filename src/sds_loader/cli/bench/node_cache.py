@@ -92,15 +92,19 @@ def _download(dataset: sds.Dataset, into: str) -> str:
 
 
 def _orders(records: int, batch: int) -> list[tuple[str, Callable[[BatchReader, int], Iterator[int]]]]:
-    from sds_loader.samplers.shard_aware import ShardAwareSampler
+    """The orders to read epochs in: ShardAwareSampler's (where torch is installed) and shuffled."""
 
+    def shuffled(reader: BatchReader, seed: int) -> Iterator[int]:
+        return iter(np.random.default_rng(seed).permutation(records).tolist())
+
+    try:
+        from sds_loader.samplers.shard_aware import ShardAwareSampler
+    except ImportError:  # torch is an optional dependency
+        return [(SHUFFLED, shuffled)]
     runs_mixed = max(1, batch // RUN_LENGTH)
 
     def shard_aware(reader: BatchReader, seed: int) -> Iterator[int]:
         return iter(ShardAwareSampler(reader, seed=seed, run_length=RUN_LENGTH, runs_mixed=runs_mixed))
-
-    def shuffled(reader: BatchReader, seed: int) -> Iterator[int]:
-        return iter(np.random.default_rng(seed).permutation(records).tolist())
 
     return [(SHARD_AWARE, shard_aware), (SHUFFLED, shuffled)]
 
