@@ -20,6 +20,9 @@ identity of the snapshot they describe (root, snapshot id, and each manifest
 page's path, version and size), so a forked worker finds its parent's, and
 a pickled reader carries its tables to a spawned one (`export`/`adopt`),
 where they are used only if the snapshot the worker opens has that identity.
+With a node cache, tables are also kept as files in it (`table_files`), so
+the other ranks of a node load the first one's instead of reading the
+manifest pages again.
 
 A reference dataset (a published `DatasetView`) names explicit records of
 other datasets' shards; its runs come from its manifests as signal_dataset's
@@ -41,6 +44,7 @@ import signal_dataset as sds
 from signal_dataset.storage import is_absolute_uri
 from signal_dataset.storage.paths import join_uri
 
+from sds_loader import table_files
 from sds_loader.manifest_pages import fixed_layout_entries
 from sds_loader.reference_shards import (
     ReferenceUnavailable,
@@ -174,7 +178,14 @@ def shard_table(dataset: sds.Dataset, *, metadata: bool = False) -> ShardTable:
         if found is not None:
             _TABLES.move_to_end(key)
             return found
-    made = _build(dataset, metadata=metadata)
+    cache = sources.cache_of(dataset)
+    kept = None if cache is None else table_files.load(cache.directory, key, len(dataset))
+    if kept is not None:
+        made = ShardTable(**kept)
+    else:
+        made = _build(dataset, metadata=metadata)
+        if cache is not None:
+            table_files.save(cache.directory, key, made)
     _keep(key, made)
     return made
 

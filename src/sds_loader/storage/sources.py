@@ -102,6 +102,11 @@ def use_cache(dataset: sds.Dataset, cache: CacheSettings | None) -> None:
         _CACHES[dataset] = cache
 
 
+def cache_of(dataset: sds.Dataset) -> CacheSettings | None:
+    """The node cache `use_cache` gave `dataset`, if any."""
+    return _CACHES.get(dataset)
+
+
 def for_shards(
     dataset: sds.Dataset,
     uris: Sequence[str],
