@@ -312,7 +312,7 @@ def test_processes_and_workers_sharing_a_cache_fetch_each_byte_once(rclone_serve
             begin, end = (size - int(last), size) if not first else (int(first), int(last) + 1)
             begin = max(begin, 0)
             for k in range(begin, end):
-                assert not covered[k], f"byte {k} of {name} was fetched twice"
+                assert not covered[k], f"byte {k} of {name} was fetched twice ({range_} again)"
                 covered[k] = 1
             fetched += end - begin
     assert fetched <= sum(sizes.values())

@@ -830,16 +830,34 @@ std::vector<NodeCache::Gap> NodeCache::Read(Object& object, const std::vector<Ga
 void NodeCache::Release(const Gap& gap) {
   if (gap.claim_fd < 0) return;
   // Gone before its lock is let go: whoever waits on it then finds the entry.
+  // Removed under the object's lock, so that a process listing the directory
+  // (under that lock) sees the claim or, placed before it went, the entry:
+  // a listing that runs beside a removal may miss either.
+  const int lock_fd =
+      OpenTracked(gap.claim.substr(0, gap.claim.rfind('/') + 1) + ".lock", O_RDWR | O_CREAT);
+  const bool locked = lock_fd >= 0 && flock(lock_fd, LOCK_EX) == 0;
   unlink(gap.claim.c_str());
+  if (locked) flock(lock_fd, LOCK_UN);
+  CloseTracked(lock_fd);
   flock(gap.claim_fd, LOCK_UN);
   CloseTracked(gap.claim_fd);
 }
 
-void NodeCache::Store(Object& object, uint64_t offset, uint64_t size, const uint8_t* data) {
-  if (!enabled() || size == 0) return;
+uint64_t NodeCache::EntryFileBytes(uint64_t size) { return HeaderBytes(size) + size; }
+
+bool NodeCache::ReserveBytes(uint64_t bytes) { return enabled() && Reserve(bytes); }
+
+void NodeCache::UnreserveBytes(uint64_t bytes) { Unreserve(bytes); }
+
+void NodeCache::Store(Object& object, uint64_t offset, uint64_t size, const uint8_t* data,
+                      bool reserved) {
+  if (!enabled() || size == 0) {
+    if (reserved) Unreserve(EntryFileBytes(size));
+    return;
+  }
   const uint64_t header = HeaderBytes(size);
   const uint64_t bytes = header + size;
-  if (!Reserve(bytes)) return;
+  if (!reserved && !Reserve(bytes)) return;
   std::vector<uint8_t> head(header);
   std::memcpy(head.data(), kMagic, 8);
   StoreLE64(head.data() + 8, object.key);

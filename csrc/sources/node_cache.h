@@ -128,7 +128,16 @@ class NodeCache : public ForkGuarded {
                         std::chrono::steady_clock::time_point deadline, bool wait = true);
   // Writes `size` fetched bytes from `offset` of the object as one entry,
   // when there is room. Never throws.
-  void Store(Object& object, uint64_t offset, uint64_t size, const uint8_t* data);
+  // `reserved`: its bytes (EntryFileBytes) were reserved by ReserveBytes, and
+  // are given back if it is not written.
+  void Store(Object& object, uint64_t offset, uint64_t size, const uint8_t* data,
+             bool reserved = false);
+  // What an entry of `size` bytes takes on disk, header included.
+  static uint64_t EntryFileBytes(uint64_t size);
+  // Reserves room for several entries at once (one take of the usage
+  // file's lock); false when they do not all fit.
+  bool ReserveBytes(uint64_t bytes);
+  void UnreserveBytes(uint64_t bytes);
   // Lets go of a gap's claim (after its bytes were stored, or not fetched).
   void Release(const Gap& gap);
 

@@ -301,9 +301,17 @@ void S3Source::StoreGaps(std::vector<std::pair<size_t, NodeCache::Gap>> gaps) {
   auto claims = std::make_shared<std::vector<std::pair<size_t, NodeCache::Gap>>>(std::move(gaps));
   auto store = [this, runs, claims]() {
     ClaimRelease release(cache_.get(), claims.get());
+    // Room for all the runs at once where they fit, else each on its own.
+    uint64_t bytes = 0;
+    for (const Run& run : *runs) bytes += NodeCache::EntryFileBytes(run.data.size());
+    const bool reserved = cache_->ReserveBytes(bytes);
     for (const Run& run : *runs) {
       const std::shared_ptr<NodeCache::Object> object = CachedObject(run.file);
-      if (object != nullptr) cache_->Store(*object, run.offset, run.data.size(), run.data.data());
+      if (object != nullptr) {
+        cache_->Store(*object, run.offset, run.data.size(), run.data.data(), reserved);
+      } else if (reserved) {
+        cache_->UnreserveBytes(NodeCache::EntryFileBytes(run.data.size()));
+      }
     }
   };
   bool posted = false;
