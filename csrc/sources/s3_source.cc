@@ -488,8 +488,13 @@ std::vector<S3Source::TailAnswer> S3Source::FetchTails(const std::vector<size_t>
     answer.version = VersionOf(settings_.store, http);
     answer.size = range.total;
     if (probe[k]) {
-      if (!ReadCachedTail(wanted[k], known_version[k], known_size[k], &answer, deadline))
-        again.push_back(k);
+      if (!ReadCachedTail(wanted[k], known_version[k], known_size[k], &answer, deadline)) {
+        // The process opening it may not have written its footer yet: it
+        // holds the shard's lock until it has.
+        if (locks[k] < 0) locks[k] = cache->LockUrl(settings_.urls[wanted[k]], true, deadline);
+        if (!ReadCachedTail(wanted[k], known_version[k], known_size[k], &answer, deadline))
+          again.push_back(k);
+      }
       continue;
     }
     answer.start = range.first;
