@@ -413,6 +413,7 @@ class UrlLocks {
  public:
   UrlLocks(NodeCache* cache, size_t count) : cache_(cache), fds_(count, -1) {}
   ~UrlLocks() {
+    if (cache_ == nullptr) return;  // no cache: no lock was taken
     for (const int fd : fds_) cache_->UnlockUrl(fd);
   }
   int& operator[](size_t k) { return fds_[k]; }
