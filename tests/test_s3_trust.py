@@ -18,13 +18,11 @@ import shutil
 import time
 from pathlib import Path
 
-import boto3
 import numpy as np
 import pytest
 import signal_dataset as sds
-from botocore.config import Config
 from native_required import _native  # noqa: F401
-from rclone_server import KEY, SECRET
+from rclone_server import SECRET
 from s3_fixtures import (  # noqa: F401
     BUCKET,
     endpoint_options,
@@ -80,15 +78,8 @@ def own_client_dataset(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[
     local = tmp_path / "local"
     write_dataset(local, 16, functools.partial(capture, samples=1024), records_per_shard=4)
     uri = server.upload_tree(local, BUCKET, f"own-client-{tmp_path.name}")
-    client = boto3.client(
-        "s3",
-        endpoint_url=server.url,
-        region_name="us-east-1",
-        aws_access_key_id=KEY,
-        aws_secret_access_key=SECRET,
-        config=Config(s3={"addressing_style": "path"}),
-    )
-    return uri, os.fspath(local), S3ObjectStore(client)
+    # A client of the user's own: the server's endpoint and keys, whatever the environment says.
+    return uri, os.fspath(local), S3ObjectStore(server.client())
 
 
 def test_a_store_with_its_own_client_is_read_through_that_client(elsewhere, own_client_dataset) -> None:  # type: ignore[no-untyped-def]

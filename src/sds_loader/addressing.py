@@ -41,13 +41,12 @@ from typing import Any
 
 import numpy as np
 import signal_dataset as sds
-from signal_dataset.storage import is_absolute_uri
-from signal_dataset.storage.paths import join_uri
 
 from sds_loader import table_files
 from sds_loader.manifest_pages import fixed_layout_entries
 from sds_loader.reference_shards import (
     ReferenceUnavailable,
+    entry_file,
     manifest_entries,
     reference_records,
     runs,
@@ -259,17 +258,8 @@ def _entries_table(dataset: sds.Dataset, *, metadata: bool) -> ShardTable:
         expected += entry.record_count
         if entry.record_count == 0:
             continue
-        reference = entry.metadata if metadata else entry.data
-        absolute = is_absolute_uri(reference.path)
-        path = (reference.path if absolute else join_uri(dataset.root, reference.path)).removeprefix(
-            "file://"
-        )
-        file = path_index.get(path)
-        if file is None:
-            file = path_index[path] = len(path_index)
-            sizes.append(SIZE_NOT_DECLARED if absolute else int(reference.stored_bytes))
         starts.append(entry.first_ordinal)
-        files.append(file)
+        files.append(entry_file(dataset, entry, path_index, sizes, metadata=metadata))
     if expected != len(dataset):
         raise ReferenceUnavailable(
             f"{dataset.root}'s manifests name {expected} records, and the dataset holds {len(dataset)}"

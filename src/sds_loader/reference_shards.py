@@ -62,6 +62,24 @@ _TABLES: weakref.WeakKeyDictionary[
 _TABLES = weakref.WeakKeyDictionary()
 
 
+def entry_file(
+    dataset: sds.Dataset, entry: Any, paths: dict[str, int], sizes: list[int], *, metadata: bool
+) -> int:
+    """The file index of `entry`'s data (or metadata) object, numbering a new path as it is met.
+
+    `sizes` gets each new path's declared bytes, or -1 for an absolute path
+    into another dataset, whose size signal_dataset does not check either.
+    """
+    reference = entry.metadata if metadata else entry.data
+    absolute = is_absolute_uri(reference.path)
+    path = (reference.path if absolute else join_uri(dataset.root, reference.path)).removeprefix("file://")
+    file = paths.get(path)
+    if file is None:
+        file = paths[path] = len(paths)
+        sizes.append(-1 if absolute else int(reference.stored_bytes))
+    return file
+
+
 def reference_records(
     dataset: sds.Dataset, *, metadata: bool
 ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
@@ -90,15 +108,7 @@ def reference_records(
                 f"an entry of {dataset.root}'s manifests begins at ordinal {entry.first_ordinal}, "
                 f"where {len(records)} was expected"
             )
-        reference = entry.metadata if metadata else entry.data
-        absolute = is_absolute_uri(reference.path)
-        path = (reference.path if absolute else join_uri(dataset.root, reference.path)).removeprefix(
-            "file://"
-        )
-        file = paths.get(path)
-        if file is None:
-            file = paths[path] = len(paths)
-            sizes.append(-1 if absolute else int(reference.stored_bytes))
+        file = entry_file(dataset, entry, paths, sizes, metadata=metadata)
         local = range(entry.record_count) if entry.record_indices is None else entry.record_indices
         if len(local) != entry.record_count:
             raise ReferenceUnavailable(
