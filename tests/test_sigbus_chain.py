@@ -186,6 +186,11 @@ def run(setting, steps: str, use_reader: bool) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("steps", PROGRAMS)
 def test_an_unrelated_sigbus_reaches_each_handler_once_and_kills(setting, steps):
+    if "fork" in steps.split(",") and os.environ.get("SDS_LOADER_SANITIZED") == "1":
+        # The child forks while the reader's threads run: GCC 12's AddressSanitizer
+        # keeps no allocator lock across fork(), so the forked child can wait
+        # forever (tests/conftest.py). The plain suite runs it.
+        pytest.skip("forks while threads run, which this AddressSanitizer build cannot do safely")
     dumps, c_runs = expected_marks(steps)
     # The program without the reader behaves as expected_marks says: the baseline.
     alone = run(setting, steps, use_reader=False)
