@@ -40,10 +40,6 @@ class ShardNames(Sequence[str]):
             raise ValueError(f"digests must be rows of {DIGEST_BYTES} bytes")
         self._prefix = f"{root.rstrip('/')}/objects/{kind}/"
 
-    @classmethod
-    def of(cls, paths: Sequence[str]) -> ShardNames:
-        return cls(paths)
-
     @property
     def compact(self) -> bool:
         """Whether the names are kept as digests."""
