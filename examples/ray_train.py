@@ -29,8 +29,8 @@ from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer, prepare_model
 from torch import nn
 
+from sds_loader.cli.synthetic import MODULATIONS, write_captures
 from sds_loader.ray import read_sds, to_complex
-from sds_loader.synthetic import MODULATIONS, write_captures
 
 
 def classifier(classes: int = len(MODULATIONS)) -> nn.Module:

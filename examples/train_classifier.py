@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, random_split
 
-from sds_loader.synthetic import MODULATIONS, write_captures
+from sds_loader.cli.synthetic import MODULATIONS, write_captures
 from sds_loader.torch import SDSTorchDataset, collate
 
 # -- the model ------------------------------------------------------------------

@@ -11,8 +11,8 @@ import numpy as np
 import signal_dataset as sds
 from native_required import _native
 
-from sds_loader.addressing import ShardTable, shard_table
-from sds_loader.dtypes import numpy_dtype
+from sds_loader.dataset import ShardTable, shard_table
+from sds_loader.schema import numpy_dtype
 
 
 def open_native(root: str, **kwargs) -> tuple[object, ShardTable]:

@@ -20,7 +20,8 @@ import pytest
 import signal_dataset as sds
 from sds_factory import write_dataset
 
-from sds_loader import BatchReader, addressing
+from sds_loader import BatchReader
+from sds_loader import dataset as addressing
 from sds_loader.shard_names import ShardNames
 
 

@@ -20,7 +20,8 @@ from functools import partial
 import pytest
 import sds_factory
 
-from sds_loader import cli, native_tools
+from sds_loader import cli
+from sds_loader.cli import native_tools
 from sds_loader.cli.bench import builtin, cold
 from sds_loader.cli.bench.run import method_table
 from sds_loader.reader import default_threads

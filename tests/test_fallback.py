@@ -18,7 +18,7 @@ from native_required import _native  # noqa: F401 - a build without it fails the
 from sds_factory import assert_batch, capture, field, write_dataset
 
 import sds_loader
-from sds_loader.storage import fallback
+from sds_loader import fallback
 
 TRANSPOSED = "group_size:1,transpose:true"
 

@@ -14,8 +14,8 @@ MOVED = {
     "sds_loader.stores": "sds_loader.storage.stores",
     "sds_loader.s3_source": "sds_loader.storage.s3_source",
     "sds_loader.sources": "sds_loader.storage.sources",
-    "sds_loader.fallback": "sds_loader.storage.fallback",
-    "sds_loader.fallback_helper": "sds_loader.storage.fallback_helper",
+    "sds_loader.fallback": "sds_loader.fallback",
+    "sds_loader.fallback_helper": "sds_loader.fallback_helper",
     "sds_loader.remote_readahead": "sds_loader.storage.remote_readahead",
 }
 
@@ -43,5 +43,5 @@ def test_the_storage_package_has_no_import_cycle():
         if isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
             imported.update(f"{node.module}.{alias.name}" for alias in node.names)
-    assert "sds_loader.storage.fallback_helper" not in imported
-    assert "sds_loader.storage.helper_protocol" in imported
+    assert "sds_loader.fallback_helper" not in imported
+    assert "sds_loader.fallback_protocol" in imported

@@ -20,7 +20,7 @@ from sds_loader.torch import SDSTorchDataset, collate
 
 
 def refuse_manifest_reads(worker_id: int) -> None:
-    from sds_loader import addressing
+    from sds_loader import dataset as addressing
 
     def built_again(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"worker {worker_id} read the manifests again")

@@ -27,7 +27,7 @@ from s3_fixtures import s3_dataset, s3_server  # noqa: F401 - fixtures
 from torch.utils.data import DataLoader, get_worker_info
 
 from sds_loader import Annotations, BatchReader, Window
-from sds_loader.addressing import native_unavailable_reason, shard_table
+from sds_loader.dataset import native_unavailable_reason, shard_table
 from sds_loader.samplers import ShardAwareSampler
 from sds_loader.torch import SDSTorchDataset, collate
 
@@ -85,7 +85,7 @@ def order(count: int) -> list[int]:
 
 def test_the_runs_are_where_signal_dataset_locates_every_ordinal(view: tuple[str, list[int]]) -> None:
     # signal_dataset has no public call that says where a view's records are;
-    # this pins the private one sds_loader.reference_shards reads, so a change
+    # this pins the private one sds_loader.dataset reads, so a change
     # in signal_dataset fails here rather than reading other records.
     root, indices = view
     opened = sds.open(root)

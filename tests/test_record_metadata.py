@@ -14,12 +14,13 @@ from sds_factory import WRITER_OPTIONS, record_chunks, write_dataset
 from test_windows import COUNT, record_length, varied
 
 from sds_loader import CorruptShardError
-from sds_loader.record_metadata import FieldLayout, MetadataSource
-from sds_loader.storage.fallback import FallbackReader
+from sds_loader.fallback import FallbackReader
+from sds_loader.metadata import MetadataShards
+from sds_loader.schema import FieldLayout
 
 
-def source_for(root) -> MetadataSource:
-    return MetadataSource(sds.open(os.fspath(root)), FallbackReader(os.fspath(root)))
+def source_for(root) -> MetadataShards:
+    return MetadataShards(sds.open(os.fspath(root)), FallbackReader(os.fspath(root)))
 
 
 @pytest.mark.parametrize(
@@ -30,7 +31,7 @@ def test_metadata_matches_signal_dataset(tmp_path, options):
     dataset = sds.open(os.fspath(tmp_path))
     source = source_for(tmp_path)
     ordinals = np.asarray([10, 0, 3, 3, 7, 4], dtype=np.int64)
-    got = source.read(ordinals)
+    got = source.layouts(ordinals)
     expected = [
         {
             name: FieldLayout(tuple(item.shape), tuple(axis.name for axis in item.axes))
@@ -57,4 +58,4 @@ def test_damaged_metadata_shard_is_named(tmp_path):
     source = source_for(tmp_path)
     assert source.lengths(np.asarray([0, 1, 3]), "time").tolist() == [5, 14, 32]
     with pytest.raises(CorruptShardError, match=rf"shard {path}: record 2 of the shard.*hash"):
-        source.read(np.asarray([2]))
+        source.layouts(np.asarray([2]))

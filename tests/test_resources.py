@@ -225,7 +225,7 @@ def test_record_count_beyond_the_sizes_is_refused_before_allocating(tmp_path):
         file.seek(victim.begin)
         file.write(struct.pack("<Q", riegeli_hash(header)) + header + payload)
 
-    from sds_loader import native_tools
+    from sds_loader.cli import native_tools
 
     chunk_payloads = native_tools.function("chunk_payloads")
     have_peak = peak_resident_reset()

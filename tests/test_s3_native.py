@@ -21,7 +21,7 @@ from sds_factory import assert_batch, capture, read_chunks, write_dataset
 from signal_dataset.storage import S3ObjectStore
 
 import sds_loader
-from sds_loader import addressing
+from sds_loader import dataset as addressing
 from sds_loader.storage.s3_source import HEAD_BYTES
 
 TARGETS = ("label", "snr_db")

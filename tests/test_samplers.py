@@ -12,7 +12,7 @@ import signal_dataset as sds
 from sds_factory import capture, write_dataset
 from torch.utils.data import DataLoader
 
-from sds_loader.addressing import shard_table
+from sds_loader.dataset import shard_table
 from sds_loader.samplers import EpochSampler, ShardAwareSampler
 from sds_loader.samplers.shard_aware import cut_runs
 from sds_loader.torch import SDSTorchDataset, collate

@@ -19,7 +19,7 @@ from native_batches import native_read
 from native_required import _native
 from sds_factory import assert_matches_reference, write_dataset
 
-from sds_loader.addressing import shard_table
+from sds_loader.dataset import shard_table
 
 
 class FileRangeSource:

@@ -10,9 +10,8 @@ import pytest
 import signal_dataset as sds
 
 import sds_loader
-from sds_loader import native_tools, synthetic
-from sds_loader.cli import main, progress
-from sds_loader.dataset_shards import shard_files
+from sds_loader.cli import main, native_tools, progress, synthetic
+from sds_loader.cli.dataset_shards import shard_files
 
 RECORDS = 48
 LENGTH = 96

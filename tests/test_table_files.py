@@ -17,7 +17,8 @@ import pytest
 import signal_dataset as sds
 from sds_factory import write_dataset
 
-from sds_loader import BatchReader, addressing, table_files
+from sds_loader import BatchReader, table_files
+from sds_loader import dataset as addressing
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def test_another_process_of_the_node_loads_the_table_the_first_wrote(root: str, 
     assert Path(table_files.path_for(str(cache), key)).is_file()
     program = textwrap.dedent(
         f"""
-        from sds_loader import BatchReader, addressing
+        from sds_loader import BatchReader, dataset as addressing
 
         def built_again(*args, **kwargs):
             raise AssertionError("this rank read the manifests again")

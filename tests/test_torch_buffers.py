@@ -13,7 +13,7 @@ import pytest
 from sds_factory import write_dataset
 from torch.utils.data import DataLoader
 
-from sds_loader.dtypes import SAFETENSORS_TO_NUMPY
+from sds_loader.schema import SAFETENSORS_TO_NUMPY
 from sds_loader.torch import SDSTorchDataset, collate
 from sds_loader.torch import buffers as torch_buffers
 from sds_loader.torch.buffers import (

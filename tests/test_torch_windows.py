@@ -106,7 +106,7 @@ def test_a_started_process_sees_later_epochs(method):
 
     from epoch_worker import report_epochs
 
-    from sds_loader.shared_epoch import SharedEpoch
+    from sds_loader.torch.shared_epoch import SharedEpoch
 
     context = torch.multiprocessing.get_context(method)
     epoch = SharedEpoch(2)

@@ -18,7 +18,7 @@ import signal_dataset as sds
 
 import sds_loader
 from sds_loader import cli
-from sds_loader.dataset_root import ROOT_DOCUMENT
+from sds_loader.dataset import ROOT_DOCUMENT
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,7 @@ def test_the_installed_command_has_no_traceback(tmp_path):
         [sys.executable, "-m", "sds_loader", "inspect", missing], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 2
-    holds = sds_loader.dataset_root.WHAT_A_ROOT_HOLDS
+    holds = sds_loader.dataset.WHAT_A_ROOT_HOLDS
     assert done.stderr == f"sds-loader inspect: error: {missing} does not exist; {holds}\n"
 
 

@@ -386,7 +386,7 @@ def test_through_a_gathering_source_only_windows_are_fetched(tmp_path):
     from test_shard_source import FileRangeSource
 
     from sds_loader import _native
-    from sds_loader.addressing import shard_table
+    from sds_loader.dataset import shard_table
 
     write_dataset(
         tmp_path, 6, long_capture, records_per_shard=3, writer_options=["group_size:1,uncompressed", None]

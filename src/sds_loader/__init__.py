@@ -2,7 +2,7 @@
 
 from sds_loader._version import __version__ as __version__
 from sds_loader.annotations import Annotations
-from sds_loader.dataset_root import DatasetNotFoundError
+from sds_loader.dataset import DatasetNotFoundError
 from sds_loader.errors import (
     CorruptShardError,
     MixedShapesError,
@@ -10,7 +10,8 @@ from sds_loader.errors import (
     UnknownNameError,
     UnsafePathError,
 )
-from sds_loader.reader import BatchReader, ReadStats
+from sds_loader.read_stats import ReadStats
+from sds_loader.reader import BatchReader
 from sds_loader.windows import Window
 
 __all__ = [

@@ -34,10 +34,11 @@ import signal_dataset as sds
 from signal_dataset.annotation import SafeTensorsAnnotationCodec
 from signal_dataset.storage.paths import join_uri
 
-from sds_loader.addressing import ShardTable, local_root
 from sds_loader.checksums import VerifyChecksums
+from sds_loader.dataset import ShardTable, local_root
 from sds_loader.errors import MixedShapesError, SchemaMismatch
-from sds_loader.labels import MetadataShards
+from sds_loader.metadata import MetadataShards
+from sds_loader.schema import numpy_dtype
 from sds_loader.storage import sources
 
 #: Status codes of `<set>.status`, in signal_dataset's order.
@@ -177,7 +178,9 @@ class AnnotationSource:
         self._verify = verify_checksums
         self._max_open_files = max_open_files
         self._sets: dict[str, _SetState] = {}
-        self._meta_table = metadata.table
+        # The reader opens annotation sets only where the core reads the dataset.
+        assert metadata.table is not None, "annotation sets are read natively only"
+        self._meta_table: ShardTable = metadata.table
         self._meta_source = metadata.source
         self._meta_native = metadata.native
 
@@ -240,7 +243,7 @@ class AnnotationSource:
         for item, (dtype_name, item_shape, data, counts) in zip(fields, raw, strict=True):
             layout = state.layouts.get(item)
             if dtype_name:
-                seen = (_numpy_dtype(dtype_name), tuple(int(n) for n in item_shape))
+                seen = (numpy_dtype(dtype_name), tuple(int(n) for n in item_shape))
                 if layout is None:
                     state.layouts[item] = layout = seen
                 elif seen != layout:
@@ -270,7 +273,7 @@ class AnnotationSource:
             rows = self.read_raw(name, ordinals, [item])
             dtype_name, item_shape, _, _ = rows[2][0]
             if dtype_name:
-                return _numpy_dtype(dtype_name), tuple(int(n) for n in item_shape)
+                return numpy_dtype(dtype_name), tuple(int(n) for n in item_shape)
         raise ValueError(
             f"no row of annotation set {name!r} holds a field {item!r} (with status success); "
             "check the name against the fields its producer wrote"
@@ -348,10 +351,6 @@ def _thaw(value: Any) -> Any:
     return value
 
 
-def _numpy_dtype(name: str) -> np.dtype[Any]:
-    from sds_loader.dtypes import numpy_dtype
-
-    return numpy_dtype(name)
 
 
 def assemble(

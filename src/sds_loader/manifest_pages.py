@@ -23,7 +23,7 @@ its validation decides what such entries mean; the fixed-layout pattern only
 admits paths that signal_dataset's `safe_relative_path` admits too.
 
 `signal_dataset`'s private `_Index` (its snapshot, store and options) is
-reached here and in `reference_shards` only; tests/test_addressing.py
+reached here and in `dataset` only; tests/core/test_addressing.py
 compares the arrays with `read_instructions` for every shard, so a change in
 signal_dataset fails there rather than reading other records.
 """

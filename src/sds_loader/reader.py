@@ -7,29 +7,38 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from signal_dataset import CorruptDatasetError
 from signal_dataset.storage import ObjectStore
 
-from sds_loader import addressing
-from sds_loader.addressing import ShardTable, native_unavailable_reason, shard_table
-from sds_loader.annotations import Annotations, AnnotationSource, assemble
-from sds_loader.checksums import VerifyChecksums, verifies_every_read, verify_checksums_setting
-from sds_loader.dataset_root import open_dataset
-from sds_loader.errors import MixedShapesError, SchemaMismatch, UnknownNameError, UnknownTargetError
+from sds_loader import read_stats
+from sds_loader.annotations import Annotations
+from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
+from sds_loader.dataset import ShardTable, adopt_tables, export_tables
+from sds_loader.errors import MixedShapesError, SchemaMismatch
+from sds_loader.extras import add_extras, annotation_specs, extra_names, given_labels, names
 from sds_loader.file_budget import default_open_files
 from sds_loader.indices import normalize, normalize_one
-from sds_loader.labels import MetadataShards, class_indices
-from sds_loader.outputs import Allocator, adopt, allocate
-from sds_loader.record_metadata import MetadataSource, describe_axes
-from sds_loader.schema import FieldSpec, Schema, TargetSpec, target_kind
-from sds_loader.storage import control_reads, fallback, sources
-from sds_loader.storage.node_cache import CacheSettings, cache_settings
-from sds_loader.storage.remote_readahead import RemoteReadahead
-from sds_loader.storage.stores import for_root, portable
+from sds_loader.process_state import ProcessState
+from sds_loader.read_stats import ReadStats
+from sds_loader.schema import (
+    Allocator,
+    FieldSpec,
+    Schema,
+    adopt,
+    allocate,
+    check_no_clash,
+    select_fields,
+    target_spec,
+    uniform_schema,
+    window_axes,
+    windowed_fields,
+)
+from sds_loader.storage import sources
+from sds_loader.storage.node_cache import cache_settings
+from sds_loader.storage.stores import portable
 from sds_loader.windows import Window, crop_starts, length_key, normalize_starts
 
 #: More threads than this are never started for one read (the native side takes a C int).
@@ -40,17 +49,10 @@ _MAX_THREADS = 1 << 10
 _READERS: weakref.WeakSet[BatchReader] = weakref.WeakSet()
 
 
-#: Guards every ReadStats update: one reader may be read from several threads
-#: at once (a prefetching loader, say), and `stats.x += n` is a read and a write.
-_STATS_LOCK = threading.Lock()
-
-
 def _fresh_locks_after_fork() -> None:
-    global _STATS_LOCK
     # A thread of the parent may have held a reader's lock (opening its
     # dataset) at the instant of the fork; that thread does not exist in the
     # child, so the copy of its lock would never be released.
-    _STATS_LOCK = threading.Lock()
     for reader in list(_READERS):
         reader._lock = threading.Lock()
 
@@ -61,141 +63,6 @@ if hasattr(os, "register_at_fork"):
 
 def default_threads() -> int:
     return max(1, min(4, os.cpu_count() or 1))
-
-
-@dataclass
-class ReadStats:
-    """How many records each path served since the reader was made."""
-
-    native_records: int = 0
-    fallback_records: int = 0
-    batches: int = 0
-    #: Batches read twice because a record disagreed with the assumed layout.
-    schema_retries: int = 0
-    #: Ranged GETs and bytes the native path fetched from object storage (0 for local shards).
-    fetch_requests: int = 0
-    fetched_bytes: int = 0
-    #: Native batches in which a helper thread, not only the caller's, decoded
-    #: records (a small warm batch stays on one thread; see README, "threads").
-    helped_batches: int = 0
-    #: The node cache (`cache_dir`): ranges served from it whole, ranges that
-    #: fetched some of their bytes, and bytes served from it.
-    cache_hits: int = 0
-    cache_misses: int = 0
-    cache_hit_bytes: int = 0
-
-    def _add(self, **counts: int) -> None:
-        with _STATS_LOCK:
-            for name, count in counts.items():
-                setattr(self, name, getattr(self, name) + count)
-
-
-class _ProcessState:
-    """Everything that must not cross a fork: open dataset, native file cache."""
-
-    def __init__(
-        self,
-        uri: str,
-        object_store: ObjectStore | None,
-        verify_checksums: VerifyChecksums,
-        max_open_files: int,
-        requests_in_flight: int | None,
-        cache: CacheSettings | None = None,
-    ) -> None:
-
-        self.pid = os.getpid()
-        store = for_root(uri, object_store)
-        with control_reads.coalesced(store):
-            self.dataset = open_dataset(uri, object_store=store)
-            # Before any source is made for its shards: records', metadata's, annotations'.
-            sources.use_cache(self.dataset, cache)
-            self.native_reason = native_unavailable_reason(self.dataset)
-            self.table: ShardTable | None = None
-            if self.native_reason is None:
-                self.table = shard_table(self.dataset)
-        self.fallback = fallback.FallbackReader(
-            uri,
-            self.dataset.object_store,
-            verify_checksums=verifies_every_read(verify_checksums),
-            max_open_files=max_open_files,
-        )
-        self.native = None
-        self.source = None
-        if self.native_reason is None:
-            assert self.table is not None
-            self.source = sources.for_shards(
-                self.dataset, self.table.paths, requests_in_flight=requests_in_flight
-            )
-            self.native = self.table.native(verify_checksums, max_open_files, self.source)
-        self._verify = verify_checksums
-        self._max_open_files = max_open_files
-        self._metadata: MetadataSource | None = None
-        #: The source's counters as last added to the reader's stats.
-        self.counted = (0, 0)
-        self.cache_counted = (0, 0, 0)
-        #: Carries out announcements for object storage (its thread starts on the first).
-        self._readahead = (
-            RemoteReadahead(self.native, self.source)
-            if self.native is not None and self.source is not None
-            else None
-        )
-        self._metadata_shards: MetadataShards | None = None
-        self._annotations: AnnotationSource | None = None
-
-    def readahead(self) -> RemoteReadahead:
-        assert self._readahead is not None, "only a reader of object storage reads ahead remotely"
-        return self._readahead
-
-    @property
-    def metadata(self) -> MetadataSource:
-        """Record metadata by ordinal, opened on first use (windows and samplers need it)."""
-        if self._metadata is None:
-            self._metadata = MetadataSource(self.dataset, self.fallback, verify_checksums=self._verify)
-        return self._metadata
-
-    @property
-    def metadata_shards(self) -> MetadataShards:
-        """The metadata shards as documents and columns, opened on first use."""
-        if self._metadata_shards is None:
-            if self.native_reason is not None:
-                raise NotImplementedError(
-                    f"metadata columns, labels, ids and annotations are read natively, and this "
-                    f"dataset is not: {self.native_reason}"
-                )
-            self._metadata_shards = MetadataShards(
-                self.dataset, verify_checksums=self._verify, max_open_files=self._max_open_files
-            )
-        return self._metadata_shards
-
-    @property
-    def annotations(self) -> AnnotationSource:
-        """The dataset's annotation sets, opened on first use."""
-        if self._annotations is None:
-            self._annotations = AnnotationSource(
-                self.dataset,
-                self.metadata_shards,
-                verify_checksums=self._verify,
-                max_open_files=self._max_open_files,
-            )
-        return self._annotations
-
-    def fetched(self) -> tuple[int, int]:
-        """(requests, bytes) this process has fetched from object storage so far."""
-        if self.source is None:
-            return 0, 0
-        counters = self.source.counters
-        return counters.requests, counters.bytes
-
-    def close(self) -> None:
-        if self._readahead is not None:
-            self._readahead.close()
-        if self.source is not None:
-            self.source.close()
-        if self._annotations is not None:
-            self._annotations.close()
-        if self._metadata_shards is not None:
-            self._metadata_shards.close()
-        self.fallback.close()
 
 
 class BatchReader:
@@ -288,8 +155,8 @@ class BatchReader:
         if not isinstance(uri, str | os.PathLike):
             raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
         self._uri = os.fspath(uri)
-        self._fields = _names("fields", fields) if fields is not None else None
-        self._targets = _names("targets", targets)
+        self._fields = names("fields", fields) if fields is not None else None
+        self._targets = names("targets", targets)
         if threads is None:
             threads = default_threads()
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
@@ -323,17 +190,17 @@ class BatchReader:
         self._schema: Schema | None = None
         self._lock = threading.Lock()
         _READERS.add(self)
-        self._state: _ProcessState | None = None
+        self._state: ProcessState | None = None
         self.stats = ReadStats()
-        self._annotation_specs = _annotation_specs(annotations)
-        self._extras = _extras(extras, window)
+        self._annotation_specs = annotation_specs(annotations)
+        self._extras = extra_names(extras, window)
         self._classes: dict[str, tuple[str, ...]] = {}
         self._label_keys: tuple[str, ...] = ()
         self._split_label_targets(labels)
-        self._check_names()
+        self._checknames()
         self._check_annotations()
 
-    def _check_names(self) -> None:
+    def _checknames(self) -> None:
         """Check fields= and targets= against record 0, so a typo fails here, not in a worker.
 
         Safe before forking DataLoader workers whatever the dataset: records
@@ -356,13 +223,13 @@ class BatchReader:
 
     # -- process-local state ------------------------------------------------
 
-    def _process(self) -> _ProcessState:
+    def _process(self) -> ProcessState:
         state = self._state
         if state is None or state.pid != os.getpid():
             with self._lock:
                 state = self._state
                 if state is None or state.pid != os.getpid():
-                    state = _ProcessState(
+                    state = ProcessState(
                         self._uri,
                         self._object_store,
                         self._verify,
@@ -386,13 +253,13 @@ class BatchReader:
         state["_object_store"] = portable(self._object_store if self._object_store is not None else live)
         # The shard tables go along (a few dozen bytes a shard), so that a
         # spawned worker does not read every manifest page again.
-        state["_tables"] = addressing.export(self._state.dataset) if self._state is not None else {}
+        state["_tables"] = export_tables(self._state.dataset) if self._state is not None else {}
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         tables = state.pop("_tables", None)
         if isinstance(tables, dict):
-            addressing.adopt(tables)
+            adopt_tables(tables)
         self.__dict__.update(state)
         self._lock = threading.Lock()
         _READERS.add(self)
@@ -681,7 +548,7 @@ class BatchReader:
         `TargetError` naming the record.
         """
         ordinals = normalize(indices, len(self))
-        return self._process().metadata_shards.columns(ordinals, _names("keys", keys))
+        return self._process().metadata.columns(ordinals, names("keys", keys))
 
     def annotation_values(self, indices: Iterable[int] | np.ndarray, name: str) -> list[dict[str, object]]:
         """Each row's ``status``, JSON ``values``, ``provenance`` and ``detail_status`` in set `name`.
@@ -696,19 +563,7 @@ class BatchReader:
 
     def _split_label_targets(self, labels: Mapping[str, Sequence[str]] | None) -> None:
         """Targets whose values are strings become class indices; learn their classes once."""
-        given: dict[str, tuple[str, ...]] = {}
-        for key, classes in (labels or {}).items():
-            if key not in self._targets:
-                raise ValueError(
-                    f"labels= names {key!r}, which is not among targets= {list(self._targets)}; "
-                    "add it to targets="
-                )
-            names = (classes,) if isinstance(classes, str) else tuple(classes)
-            if not names or any(not isinstance(name, str) for name in names):
-                raise TypeError(f"labels[{key!r}] must be a sequence of class names (str), not {classes!r}")
-            if len(set(names)) != len(names):
-                raise ValueError(f"labels[{key!r}] names a class more than once: {list(names)}")
-            given[key] = names
+        given = given_labels(labels, self._targets)
         self._promote_labels(given, given)
 
     def _promote_labels(self, keys: Iterable[str], given: Mapping[str, tuple[str, ...]]) -> None:
@@ -727,7 +582,7 @@ class BatchReader:
             if key in given:
                 self._classes[key] = given[key]
             else:
-                self._classes[key] = self._process().metadata_shards.distinct(key, len(self))
+                self._classes[key] = self._process().metadata.distinct(key, len(self))
 
     def _check_annotations(self) -> None:
         """Sets and fields named by annotations= exist, checked here rather than in a worker."""
@@ -761,37 +616,17 @@ class BatchReader:
         """Annotation sets, string labels and provenance, beside the records' arrays."""
         if not (self._annotation_specs or self._label_keys or self._extras):
             return
-        state = self._process()
-        ids: list[str] | None = None
-        window = self._window
-        for spec in self._annotation_specs:
-            rows = state.annotations.read(spec.name, ordinals, spec.fields)
-            ids = rows.ids
-            arrays.update(
-                assemble(
-                    spec,
-                    rows,
-                    ordinals,
-                    window_axis=window.axis if window is not None else None,
-                    starts=starts,
-                    window_length=window_length,
-                )
-            )
-        if self._label_keys:
-            columns = state.metadata_shards.columns(ordinals, self._label_keys)
-            for key in self._label_keys:
-                arrays[key] = class_indices(key, columns[key], self._classes[key], ordinals)
-        if "ordinal" in self._extras:
-            arrays["ordinal"] = ordinals.astype(np.int64, copy=True)
-        if "id" in self._extras:
-            if ids is None:
-                ids = state.metadata_shards.ids(ordinals)
-            id_array = np.empty(len(ids), dtype=object)
-            id_array[:] = ids
-            arrays["id"] = id_array
-        if "start" in self._extras:
-            assert starts is not None
-            arrays["start"] = np.asarray(starts, dtype=np.int64).copy()
+        add_extras(
+            arrays,
+            ordinals,
+            self._process(),
+            annotations=self._annotation_specs,
+            labels={key: self._classes[key] for key in self._label_keys},
+            extras=self._extras,
+            window=self._window,
+            starts=starts,
+            window_length=window_length,
+        )
 
     def _crop(self, ordinals: np.ndarray, *, seed: int, epoch: int) -> np.ndarray:
         window = self._window
@@ -829,20 +664,9 @@ class BatchReader:
 
     def _window_axes(self, ordinal: int, names: Sequence[str] | None = None) -> dict[str, int]:
         """Where the window's axis sits in each selected field of record `ordinal` that has it."""
-        window = self._window
-        assert window is not None
-        record = self._process().metadata.read(np.asarray([ordinal], dtype=np.int64))[0]
-        selected = tuple(names) if names is not None else self._fields
-        axes: dict[str, int] = {}
-        for name in selected if selected is not None else tuple(record):
-            if name in record and window.axis in record[name].axes:
-                axes[name] = record[name].axes.index(window.axis)
-        if not axes:
-            raise ValueError(
-                f"no selected field has axis {window.axis!r} to window; the fields' axes are "
-                f"{describe_axes(record, selected)}. Pass Window() one of those axis names."
-            )
-        return axes
+        assert self._window is not None
+        layout = self._process().metadata.layouts(np.asarray([ordinal], dtype=np.int64))[0]
+        return window_axes(layout, self._window.axis, tuple(names) if names is not None else self._fields)
 
     def _read_into(
         self,
@@ -917,13 +741,13 @@ class BatchReader:
         # _add's keywords: a batch of a few short records is read in tens of
         # microseconds, and each update cost one or two.
         stats = self.stats
-        with _STATS_LOCK:
+        with read_stats.lock():
             stats.helped_batches += helped
             stats.fallback_records += fallback_records
             stats.native_records += int(ordinals.size) - fallback_records
             stats.batches += batches
 
-    def _open_shards(self, state: _ProcessState, files: np.ndarray) -> None:
+    def _open_shards(self, state: ProcessState, files: np.ndarray) -> None:
         """Open the new shards among `files` together: in object storage one round
         trip for all of them, rather than one each as the core plans the batch."""
         if state.source is None:
@@ -933,13 +757,13 @@ class BatchReader:
         finally:
             self._count_fetches(state)
 
-    def _count_fetches(self, state: _ProcessState) -> None:
+    def _count_fetches(self, state: ProcessState) -> None:
         # What the source fetched since the last count, whichever read it was
         # for: with reads on several threads, a difference taken around each
         # read would count the others' requests too.
         if state.source is None:
             return  # local shards: nothing is fetched, and the lock is not free
-        with _STATS_LOCK:
+        with read_stats.lock():
             requests, fetched = state.fetched()
             counted, state.counted = state.counted, (requests, fetched)
             self.stats.fetch_requests += requests - counted[0]
@@ -972,110 +796,21 @@ class BatchReader:
             metadata = json.loads(metadata_json)
         else:
             available, metadata = state.fallback.probe(ordinal)
-        fields = self._select(available, ordinal)
+        fields = select_fields(available, self._fields, ordinal=ordinal, uri=self._uri)
         self._promote_labels([key for key in self._targets if isinstance(metadata.get(key), str)], {})
-        clash = sorted({spec.name for spec in fields} & set(self._targets))
-        if clash:
-            raise ValueError(
-                f"{clash[0]!r} names both a field and a target, and a batch has one array per "
-                "name; select the field with fields= or drop the target"
-            )
+        check_no_clash(fields, self._targets)
         lengths: tuple[str, ...] = ()
         if self._window is not None:
             axes = self._window_axes(ordinal, [spec.name for spec in fields])
-            fields = tuple(
-                FieldSpec(spec.name, spec.tensor, spec.dtype_name, spec.shape, axes.get(spec.name))
-                for spec in fields
-            )
-            if self._window.pad:
-                lengths = tuple(spec.name for spec in fields if spec.name in axes)
-                taken = {spec.name for spec in fields} | set(self._targets)
-                for name in lengths:
-                    if length_key(name) in taken:
-                        raise ValueError(
-                            f"a padded window returns {length_key(name)!r} beside field {name!r}, "
-                            "and that name is already selected; rename or drop the field or target"
-                        )
+            fields, lengths = windowed_fields(fields, axes, pad=self._window.pad, targets=self._targets)
         return Schema(
             fields=fields,
-            targets=tuple(self._target_spec(key, metadata, ordinal) for key in self._targets),
+            targets=tuple(
+                target_spec(key, metadata, ordinal=ordinal, uri=self._uri) for key in self._targets
+            ),
             lengths=lengths,
         )
 
-    def _select(self, available: tuple[FieldSpec, ...], ordinal: int) -> tuple[FieldSpec, ...]:
-        if self._fields is None:
-            return available
-        by_name = {spec.name: spec for spec in available}
-        missing = [name for name in self._fields if name not in by_name]
-        if missing:
-            raise UnknownNameError(
-                argument="fields=", name=missing[0], available=list(by_name), ordinal=ordinal, uri=self._uri
-            )
-        return tuple(by_name[name] for name in self._fields)
-
-    def _target_spec(self, key: str, metadata: Mapping[str, object], ordinal: int) -> TargetSpec:
-        if key not in metadata:
-            raise UnknownTargetError(
-                argument="targets=", name=key, available=list(metadata), ordinal=ordinal, uri=self._uri
-            )
-        return TargetSpec(key=key, kind=target_kind(metadata[key], key=key, ordinal=ordinal))
-
     def _uniform_schema(self, ordinals: np.ndarray) -> Schema:
         """The one layout every record of this batch shares, or MixedShapesError."""
-        layouts: dict[tuple[tuple[str, str, tuple[int, ...]], ...], list[int]] = {}
-        schemas: dict[tuple[tuple[str, str, tuple[int, ...]], ...], Schema] = {}
-        for ordinal in np.unique(ordinals).tolist():
-            schema = self._probe(ordinal)
-            key = tuple(f.layout_key() for f in schema.fields)
-            layouts.setdefault(key, []).append(ordinal)
-            schemas.setdefault(key, schema)
-        if len(layouts) == 1:
-            return next(iter(schemas.values()))
-        lines = []
-        for key, members in layouts.items():
-            shown = ", ".join(map(str, members[:8])) + (" ..." if len(members) > 8 else "")
-            lines.append(f"  records [{shown}]: {schemas[key].describe()}")
-        raise MixedShapesError(
-            "this batch mixes record layouts, so it cannot be stacked into one array per "
-            "field:\n" + "\n".join(lines) + "\nRead them in separate batches, or select "
-            "only fields that agree with fields=."
-        )
-
-
-#: What extras= may ask for.
-EXTRAS = ("ordinal", "id", "start")
-
-
-def _annotation_specs(values: Sequence[Annotations]) -> tuple[Annotations, ...]:
-    specs = (values,) if isinstance(values, Annotations) else tuple(values)
-    for spec in specs:
-        if not isinstance(spec, Annotations):
-            raise TypeError(
-                f"annotations= takes sds_loader.Annotations(...) items, not {type(spec).__name__}"
-            )
-    names = [spec.name for spec in specs]
-    if len(set(names)) != len(names):
-        raise ValueError(f"annotations= names set(s) more than once: {names}; list each set's fields once")
-    return specs
-
-
-def _extras(values: Sequence[str], window: Window | None) -> tuple[str, ...]:
-    names = _names("extras", values)
-    for name in names:
-        if name not in EXTRAS:
-            raise ValueError(f"extras= takes {list(EXTRAS)}, not {name!r}")
-    if "start" in names and window is None:
-        raise ValueError('extras=("start",) returns window starts, and this reader has no window')
-    return names
-
-
-def _names(argument: str, values: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(values, str):
-        return (values,)
-    names = tuple(values)
-    for name in names:
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"{argument} must be non-empty strings; got {name!r}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"{argument} names {list(names)} more than once")
-    return names
+        return uniform_schema({ordinal: self._probe(ordinal) for ordinal in np.unique(ordinals).tolist()})

@@ -1,21 +1,70 @@
-"""What one batch looks like: the selected fields' dtypes and shapes.
+"""What one batch looks like: dtypes, the selected fields' shapes, and the arrays that hold them.
 
 A batch is one array per field, so its layout must be known before the first
 byte is decoded. The reader assumes the layout of the batch before (or, for the
 first batch, of its first record) and lets the native core confirm every record
 against it. A record that disagrees costs one slower pass over that batch, not
 a per-record check in Python on every batch.
+
+Dtypes are SafeTensors names on disk, all little-endian. numpy has no
+bfloat16, and signal_dataset 0.4 writes none, so a record holding one is
+reported rather than guessed at. A batch's arrays are allocated here, or the
+caller's (`out=`, `allocator=`) checked in full before anything is written.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn, cast
 
 import numpy as np
+import signal_dataset as sds
 
-from sds_loader.dtypes import numpy_dtype
+from sds_loader.errors import MixedShapesError, TargetError, UnknownNameError, UnknownTargetError
+from sds_loader.windows import length_key
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+# -- dtypes ------------------------------------------------------------------
+
+SAFETENSORS_TO_NUMPY: dict[str, np.dtype] = {
+    "BOOL": np.dtype("?"),
+    "U8": np.dtype("u1"),
+    "I8": np.dtype("i1"),
+    "U16": np.dtype("<u2"),
+    "I16": np.dtype("<i2"),
+    "U32": np.dtype("<u4"),
+    "I32": np.dtype("<i4"),
+    "U64": np.dtype("<u8"),
+    "I64": np.dtype("<i8"),
+    "F16": np.dtype("<f2"),
+    "F32": np.dtype("<f4"),
+    "F64": np.dtype("<f8"),
+    "C64": np.dtype("<c8"),
+}
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    try:
+        return SAFETENSORS_TO_NUMPY[name]
+    except KeyError:
+        raise TypeError(
+            f"SafeTensors dtype {name!r} has no numpy equivalent; sds-loader reads "
+            f"{', '.join(SAFETENSORS_TO_NUMPY)}"
+        ) from None
+
+
+def safetensors_name(dtype: np.dtype) -> str:
+    normalized = np.dtype(dtype).newbyteorder("<") if np.dtype(dtype).itemsize > 1 else np.dtype(dtype)
+    for name, candidate in SAFETENSORS_TO_NUMPY.items():
+        if candidate == normalized:
+            return name
+    raise TypeError(f"numpy dtype {dtype} has no SafeTensors equivalent")
+
+
+# -- a batch's layout --------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +144,6 @@ def target_kind(value: object, *, key: str, ordinal: int) -> str:
 
 
 def raise_missing(key: str, ordinal: int, available: Iterable[str] | None = None) -> NoReturn:
-    from sds_loader.errors import TargetError
-
     hint = f" (its metadata has {sorted(available)})" if available is not None else ""
     raise TargetError(
         f"record {ordinal} has no metadata key {key!r}{hint}; pass targets= with keys every record carries"
@@ -104,10 +151,228 @@ def raise_missing(key: str, ordinal: int, available: Iterable[str] | None = None
 
 
 def raise_not_scalar(key: str, ordinal: int, value: object) -> NoReturn:
-    from sds_loader.errors import TargetError
-
     raise TargetError(
         f"metadata {key!r} of record {ordinal} is {type(value).__name__} {value!r}, not a "
         "number or bool; targets must be scalars (read structured metadata through "
         "signal_dataset's record_metadata instead)"
+    )
+
+
+# -- records' layouts, as their metadata describes them ---------------------
+
+
+class FieldLayout(NamedTuple):
+    """One field of one record, as its metadata describes it."""
+
+    shape: tuple[int, ...]
+    axes: tuple[str, ...]
+
+
+#: Field name -> layout, for one record.
+RecordLayout = dict[str, FieldLayout]
+
+
+def record_layout(record: sds.RecordMetadata) -> RecordLayout:
+    return {
+        name: FieldLayout(tuple(int(n) for n in item.shape), tuple(axis.name for axis in item.axes))
+        for name, item in record.fields.items()
+    }
+
+
+def axis_length(layout: RecordLayout, axis: str, fields: tuple[str, ...] | None = None) -> int | None:
+    lengths = [
+        layout[name].shape[layout[name].axes.index(axis)]
+        for name in (fields if fields is not None else tuple(layout))
+        if name in layout and axis in layout[name].axes
+    ]
+    return max(lengths) if lengths else None
+
+
+def describe_axes(layout: RecordLayout, fields: tuple[str, ...] | None = None) -> dict[str, tuple[str, ...]]:
+    names = fields if fields is not None else tuple(sorted(layout))
+    return {name: layout[name].axes for name in names if name in layout}
+
+
+# -- a batch's arrays: allocated, or the caller's checked -------------------
+
+#: Allocates one uninitialised array; a pool or shared-memory allocator can
+#: stand in for numpy's so that a batch is written where it will be consumed.
+Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+
+
+def default_allocator(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return np.empty(shape, dtype=dtype)
+
+
+def allocate(schema: Schema, batch: int, allocator: Allocator | None = None) -> dict[str, np.ndarray]:
+    """One fresh array per field, target and length, from `allocator` (numpy's by default).
+
+    What a caller's allocator returns is checked as `out=` buffers are, naming
+    `allocator=`: a wrong shape or dtype, or an object without the buffer
+    protocol, is refused before anything is written.
+    """
+    layout = expected_layout(schema, batch)
+    if allocator is None:
+        return {name: default_allocator(shape, dtype) for name, (shape, dtype) in layout.items()}
+    made = {name: allocator(shape, dtype) for name, (shape, dtype) in layout.items()}
+    return _checked(made, layout, argument="allocator=", what="what allocator= returned for {name!r}")
+
+
+def expected_layout(schema: Schema, batch: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    layout = {spec.name: ((batch, *spec.shape), spec.dtype) for spec in schema.fields}
+    layout.update({target.key: ((batch,), target.dtype) for target in schema.targets})
+    layout.update({length_key(name): ((batch,), np.dtype(np.int64)) for name in schema.lengths})
+    return layout
+
+
+def adopt(out: Mapping[str, object], schema: Schema, batch: int) -> dict[str, np.ndarray]:
+    """View the caller's buffers as arrays, refusing any that do not fit exactly."""
+    if not isinstance(out, Mapping):
+        raise TypeError(f"out= must map names to buffers, not {type(out).__name__}")
+    layout = expected_layout(schema, batch)
+    unknown = sorted(set(out) - set(layout))
+    missing = sorted(set(layout) - set(out))
+    if unknown or missing:
+        raise ValueError(
+            f"out= names {sorted(out)} but this reader returns {sorted(layout)}"
+            + (f"; missing {missing}" if missing else "")
+            + (f"; unexpected {unknown}" if unknown else "")
+        )
+    return _checked(out, layout, argument="out=", what="out[{name!r}]")
+
+
+def _checked(
+    buffers: Mapping[str, object],
+    layout: dict[str, tuple[tuple[int, ...], np.dtype]],
+    *,
+    argument: str,
+    what: str,
+) -> dict[str, np.ndarray]:
+    """`buffers` viewed as arrays, each checked against `layout`; `what` names one in messages."""
+    arrays: dict[str, np.ndarray] = {}
+    for name, (shape, dtype) in layout.items():
+        buffer = cast("Buffer", buffers[name])  # if it is none, memoryview() raises TypeError
+        label = what.format(name=name)
+        try:
+            array = np.asarray(buffer) if isinstance(buffer, np.ndarray) else np.asarray(memoryview(buffer))
+        except TypeError:
+            raise TypeError(
+                f"{label} is a {type(buffer).__name__}, which does not expose the "
+                f"buffer protocol; {argument} takes numpy arrays (for a torch tensor, tensor.numpy())"
+            ) from None
+        if array.dtype != dtype:
+            raise ValueError(f"{label} has dtype {array.dtype}; this batch needs {dtype}")
+        if tuple(array.shape) != shape:
+            raise ValueError(f"{label} has shape {tuple(array.shape)}; this batch needs {shape}")
+        if not array.flags.c_contiguous:
+            raise ValueError(
+                f"{label} is not C-contiguous; pass np.ascontiguousarray(...) or a freshly allocated buffer"
+            )
+        if not array.flags.writeable:
+            raise ValueError(f"{label} is read-only; pass a writable buffer")
+        arrays[name] = array
+    _refuse_overlap(arrays, argument)
+    return arrays
+
+
+def _refuse_overlap(arrays: dict[str, np.ndarray], argument: str) -> None:
+    """Two buffers sharing memory would each receive the other's rows:
+    refuse them, naming both, before anything is written."""
+    names = sorted(arrays)
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            if arrays[first].nbytes and np.shares_memory(arrays[first], arrays[second]):
+                raise ValueError(
+                    f"{argument} gave {first!r} and {second!r} buffers that share memory; every field "
+                    "and target needs a buffer of its own"
+                )
+
+
+# -- probing: a batch's layout from one record's --------------------------------
+
+
+def select_fields(
+    available: tuple[FieldSpec, ...], fields: tuple[str, ...] | None, *, ordinal: int, uri: str
+) -> tuple[FieldSpec, ...]:
+    """The record's fields that `fields=` selects (all when None), in its order."""
+    if fields is None:
+        return available
+    by_name = {spec.name: spec for spec in available}
+    missing = [name for name in fields if name not in by_name]
+    if missing:
+        raise UnknownNameError(
+            argument="fields=", name=missing[0], available=list(by_name), ordinal=ordinal, uri=uri
+        )
+    return tuple(by_name[name] for name in fields)
+
+
+def target_spec(key: str, metadata: Mapping[str, object], *, ordinal: int, uri: str) -> TargetSpec:
+    if key not in metadata:
+        raise UnknownTargetError(
+            argument="targets=", name=key, available=list(metadata), ordinal=ordinal, uri=uri
+        )
+    return TargetSpec(key=key, kind=target_kind(metadata[key], key=key, ordinal=ordinal))
+
+
+def check_no_clash(fields: tuple[FieldSpec, ...], targets: tuple[str, ...]) -> None:
+    clash = sorted({spec.name for spec in fields} & set(targets))
+    if clash:
+        raise ValueError(
+            f"{clash[0]!r} names both a field and a target, and a batch has one array per "
+            "name; select the field with fields= or drop the target"
+        )
+
+
+def window_axes(layout: RecordLayout, axis: str, names: tuple[str, ...] | None) -> dict[str, int]:
+    """Where `axis` sits in each of the fields `names` (all when None) of a record that has it."""
+    axes: dict[str, int] = {}
+    for name in names if names is not None else tuple(layout):
+        if name in layout and axis in layout[name].axes:
+            axes[name] = layout[name].axes.index(axis)
+    if not axes:
+        raise ValueError(
+            f"no selected field has axis {axis!r} to window; the fields' axes are "
+            f"{describe_axes(layout, names)}. Pass Window() one of those axis names."
+        )
+    return axes
+
+
+def windowed_fields(
+    fields: tuple[FieldSpec, ...], axes: Mapping[str, int], *, pad: bool, targets: tuple[str, ...]
+) -> tuple[tuple[FieldSpec, ...], tuple[str, ...]]:
+    """`fields` with their window axes, and the fields whose lengths a padded window returns."""
+    fields = tuple(
+        FieldSpec(spec.name, spec.tensor, spec.dtype_name, spec.shape, axes.get(spec.name)) for spec in fields
+    )
+    if not pad:
+        return fields, ()
+    lengths = tuple(spec.name for spec in fields if spec.name in axes)
+    taken = {spec.name for spec in fields} | set(targets)
+    for name in lengths:
+        if length_key(name) in taken:
+            raise ValueError(
+                f"a padded window returns {length_key(name)!r} beside field {name!r}, "
+                "and that name is already selected; rename or drop the field or target"
+            )
+    return fields, lengths
+
+
+def uniform_schema(schemas: Mapping[int, Schema]) -> Schema:
+    """The one layout the records' `schemas` (by ordinal) share, or MixedShapesError naming them."""
+    layouts: dict[tuple[tuple[str, str, tuple[int, ...]], ...], list[int]] = {}
+    first: dict[tuple[tuple[str, str, tuple[int, ...]], ...], Schema] = {}
+    for ordinal, schema in schemas.items():
+        key = tuple(f.layout_key() for f in schema.fields)
+        layouts.setdefault(key, []).append(ordinal)
+        first.setdefault(key, schema)
+    if len(layouts) == 1:
+        return next(iter(first.values()))
+    lines = []
+    for key, members in layouts.items():
+        shown = ", ".join(map(str, members[:8])) + (" ..." if len(members) > 8 else "")
+        lines.append(f"  records [{shown}]: {first[key].describe()}")
+    raise MixedShapesError(
+        "this batch mixes record layouts, so it cannot be stacked into one array per "
+        "field:\n" + "\n".join(lines) + "\nRead them in separate batches, or select "
+        "only fields that agree with fields=."
     )

@@ -1,7 +1,7 @@
 """Shard tables kept as files in a node cache, for the other ranks and jobs of a node.
 
 A forked worker shares its parent's table and a spawned one receives it
-pickled (addressing.py), but the ranks of a job on one node are started
+pickled (dataset.py), but the ranks of a job on one node are started
 apart, and each would read every manifest page again: for a dataset in
 object storage, a round of GETs per page per rank. With a node cache
 (`cache_dir=`), the first process to tabulate a snapshot writes its table

@@ -21,7 +21,7 @@ import signal_dataset as sds
 
 from sds_loader._version import __version__
 from sds_loader.cli import synth as synth_defaults
-from sds_loader.native_tools import NativeUnavailable
+from sds_loader.cli.native_tools import NativeUnavailable
 
 
 def _positive(text: str) -> int:

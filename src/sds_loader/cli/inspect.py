@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from sds_loader import native_tools
+from sds_loader.cli import native_tools
+from sds_loader.cli.dataset_shards import ShardsUnavailable, shard_files
 from sds_loader.cli.textfmt import size, table
-from sds_loader.dataset_root import open_dataset
-from sds_loader.dataset_shards import ShardsUnavailable, shard_files
+from sds_loader.dataset import open_dataset
 
 #: Below this fraction saved, compression is reported as not worth its read cost.
 LITTLE_SAVING = 0.20

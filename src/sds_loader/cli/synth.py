@@ -1,6 +1,6 @@
 """`sds-loader synth PATH`: write a labelled dataset of synthetic captures to try.
 
-The records are sds_loader.synthetic's (BPSK, QPSK, 16-QAM and FM at several
+The records are sds_loader.cli.synthetic's (BPSK, QPSK, 16-QAM and FM at several
 SNRs, label in the metadata), written with signal_dataset's own writer, so
 what is read back is exactly what any SDS reader sees. The README's examples
 start from `sds-loader synth captures.sds`.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from sds_loader import synthetic
+from sds_loader.cli import synthetic
 from sds_loader.cli.progress import progress
 from sds_loader.cli.textfmt import size
 
@@ -71,7 +71,7 @@ def _disk_bytes(root: str) -> int:
 def _run_bursts(
     path: str, *, records: int, length: int, writer_options: str | None, seed: int, show_progress: bool
 ) -> int:
-    from sds_loader import synthetic_bursts
+    from sds_loader.cli import synthetic_bursts
 
     with progress(records, f"writing {path}", enabled=show_progress) as bar:
         dataset = synthetic_bursts.write_burst_captures(

@@ -21,12 +21,11 @@ from typing import Any
 
 import signal_dataset as sds
 
-from sds_loader import native_tools
-from sds_loader.cli import verify_metadata
+from sds_loader.cli import native_tools, verify_metadata
+from sds_loader.cli.dataset_shards import ShardFile, shard_files
 from sds_loader.cli.progress import progress as progress_bar
 from sds_loader.cli.textfmt import size
-from sds_loader.dataset_root import open_dataset
-from sds_loader.dataset_shards import ShardFile, shard_files
+from sds_loader.dataset import open_dataset
 from sds_loader.errors import CorruptShardError
 
 #: Problems printed per shard; the JSON report keeps every one.

@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader.record_metadata import MetadataSource
+from sds_loader.fallback import FallbackReader
+from sds_loader.metadata import MetadataShards
 from sds_loader.samplers.contract import EpochSampler, positive_int
 from sds_loader.samplers.subsets import unwrap
-from sds_loader.storage.fallback import FallbackReader
 
 #: Records whose metadata is read per request while the sampler learns lengths.
 _LENGTHS_PER_READ = 4096
@@ -53,7 +53,7 @@ def record_lengths(dataset: object, axis: str) -> np.ndarray:
     opened = sds.open(uri)
     fallback = FallbackReader(uri, opened.object_store)
     try:
-        source = MetadataSource(opened, fallback)
+        source = MetadataShards(opened, fallback)
         count = len(opened)
         return np.concatenate(
             [

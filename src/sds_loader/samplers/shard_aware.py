@@ -68,7 +68,7 @@ mixing (an evaluation pass, say).
 
 Where records live comes from signal_dataset's addressing
 (``read_instructions``, or a reference dataset's manifests; see
-`sds_loader.addressing`) only. A dataset it cannot address (a wrapper with
+`sds_loader.dataset`) only. A dataset it cannot address (a wrapper with
 no ``uri``) is cut into runs of consecutive ordinals instead.
 """
 
@@ -81,7 +81,7 @@ from typing import Any
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader.addressing import shard_table
+from sds_loader.dataset import shard_table
 from sds_loader.samplers.contract import EpochSampler, non_negative_int, positive_int
 from sds_loader.samplers.subsets import unwrap
 from sds_loader.storage.sources import is_remote

@@ -1,9 +1,10 @@
-"""Where shards' bytes come from, outside the native core's local files.
+"""Where shards' bytes come from: byte sources for the native core, and nothing else.
 
 `stores` resolves signal_dataset's object stores portably across processes;
-`s3_source` fetches byte ranges from S3 for the native core (`sources` picks
-the source for a dataset), and `remote_readahead` fetches announced ranges in
-the background; `fallback` reads what the native core cannot through
-signal_dataset's own reader, in a helper process (`fallback_helper`, which
-talks to it by `helper_protocol`).
+`s3_source` and `gcs_source` fetch byte ranges from S3 and GCS for the native
+core (`sources` picks the source for a dataset, `native_range` is what both
+share), `node_cache` keeps fetched bytes on the node's disk, and
+`remote_readahead` fetches announced ranges in the background. Nothing here
+imports the reader's own modules: what reads records sits above this package,
+and what reads through signal_dataset instead is `sds_loader.fallback`.
 """

@@ -46,6 +46,7 @@ from signal_dataset.storage import ObjectStore, S3ObjectStore, S3Options, defaul
 from signal_dataset.storage.paths import s3_parts
 
 from sds_loader.storage.s3_client import access_key_of, identity_of, twin_client
+from sds_loader.storage.s3_source import endpoint_of, environment_credentials, region_of
 
 #: This process's S3 stores by their settings, and by (registry backend, bucket)
 #: for roots opened without a store.
@@ -99,8 +100,6 @@ def rebuilds_alike(store: S3ObjectStore) -> bool:
     True for a store signal_dataset built from its options (its client is
     what they build); False for a client with an endpoint or keys of its own.
     """
-    from sds_loader.storage.s3_source import endpoint_of, environment_credentials, region_of
-
     identity = identity_of(getattr(store, "_client", None))
     if identity is None:
         return False

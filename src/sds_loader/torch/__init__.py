@@ -31,19 +31,18 @@ from torch.utils.data import Dataset as _Dataset
 from torch.utils.data import default_collate as _default_collate
 from torch.utils.data import get_worker_info as _get_worker_info
 
-from sds_loader import addressing
-from sds_loader.addressing import ShardTable
 from sds_loader.annotations import Annotations
 from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
+from sds_loader.dataset import ShardTable, adopt_tables, export_tables
 from sds_loader.errors import UnknownNameError, UnknownTargetError
-from sds_loader.outputs import Allocator
 from sds_loader.reader import BatchReader
 from sds_loader.samplers import LengthBucketSampler, MixtureSampler, ShardAwareSampler
-from sds_loader.shared_epoch import SharedEpoch
+from sds_loader.schema import Allocator
 from sds_loader.storage.stores import portable
 from sds_loader.torch.buffers import BufferSource, PagePool, PinnedSource, read_tensors
 from sds_loader.torch.extras import Kind, extra_kinds
 from sds_loader.torch.ring import DEFAULT_BLOCKS, RingBatch, WorkerRing, _Block
+from sds_loader.torch.shared_epoch import SharedEpoch
 from sds_loader.windows import Window, length_key
 
 __all__ = [
@@ -358,13 +357,13 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         # worker does not read every manifest page again (a forked one finds
         # them in the memory it shares with its parent).
         reader_state = self._local.reader._state if self._local is not None else None
-        state["_tables"] = addressing.export(reader_state.dataset) if reader_state is not None else {}
+        state["_tables"] = export_tables(reader_state.dataset) if reader_state is not None else {}
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         tables = state.pop("_tables", None)
         if isinstance(tables, dict):
-            addressing.adopt(tables)
+            adopt_tables(tables)
         self.__dict__.update(state)
         self._local = None
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch as _torch
 
-from sds_loader.outputs import Allocator
+from sds_loader.schema import Allocator
 
 PAGE_SIZE = mmap.PAGESIZE
 

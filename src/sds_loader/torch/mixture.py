@@ -44,7 +44,7 @@ from torch.utils.data import Dataset as _Dataset
 from torch.utils.data import get_worker_info as _get_worker_info
 
 from sds_loader.indices import normalize
-from sds_loader.outputs import Allocator
+from sds_loader.schema import Allocator
 from sds_loader.torch.buffers import BufferSource, read_tensors
 from sds_loader.torch.extras import merge_ragged
 from sds_loader.torch.mixture_layout import agreed_layout

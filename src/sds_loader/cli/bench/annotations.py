@@ -45,7 +45,7 @@ VERSION = 1
 
 def ensure(captures: int = CAPTURES, cache: str | None = None) -> str:
     """The captures-with-bursts dataset, written once under the cache."""
-    from sds_loader import synthetic_bursts
+    from sds_loader.cli import synthetic_bursts
 
     root = os.path.join(cache_dir(cache), f"bursts-v{VERSION}-{captures}x{SAMPLES}")
     if not os.path.isdir(root):

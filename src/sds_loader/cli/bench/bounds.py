@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader import native_tools
+from sds_loader.cli import native_tools
 from sds_loader.cli.bench.plan import COMPRESSED, Plan
 from sds_loader.cli.bench.timing import Runner, Skip
 
@@ -37,7 +37,7 @@ MAX_REPEATS = 64
 
 class _Bound(Runner):
     def __init__(self, plan: Plan) -> None:
-        from sds_loader.addressing import shard_table
+        from sds_loader.dataset import shard_table
 
         if plan.shards_unavailable:
             raise Skip(f"skipped: {plan.shards_unavailable}")

@@ -177,7 +177,7 @@ class _ArrayRecord(Runner):
     def __init__(self, plan: Plan) -> None:
         from array_record.python.array_record_module import ArrayRecordReader
 
-        from sds_loader.addressing import shard_table
+        from sds_loader.dataset import shard_table
 
         if plan.shards_unavailable:
             raise Skip(f"skipped: {plan.shards_unavailable}")

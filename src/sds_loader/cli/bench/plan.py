@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader import native_tools
-from sds_loader.dataset_root import open_dataset
-from sds_loader.dataset_shards import Run, ShardFile, ShardsUnavailable, shard_files
+from sds_loader.cli import native_tools
+from sds_loader.cli.dataset_shards import Run, ShardFile, ShardsUnavailable, shard_files
+from sds_loader.dataset import open_dataset
 
 #: Batches measured when --batches is not given: one epoch of the built-in
 #: dataset at the default batch size, and a bounded run on a large dataset...

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from sds_loader import native_tools
+from sds_loader.cli import native_tools
 from sds_loader.cli.bench import bounds, builtin, cold, methods, report, small_batches
 from sds_loader.cli.bench import plan as planning
 from sds_loader.cli.bench.plan import Plan

@@ -2,7 +2,7 @@
 
 A burst detector trains on windows of long captures and the bursts each
 window holds. `write_burst_captures` writes captures of noise in which 0 to 4
-bursts of one modulation (sds_loader.synthetic's) sit at random places and
+bursts of one modulation (sds_loader.cli.synthetic's) sit at random places and
 frequency offsets, and publishes with signal_dataset's own writer an
 annotation set ``bursts``: per capture, ``intervals`` ((n, 2) int64
 half-open [start, stop) sample positions along ``time``) and ``freq``
@@ -20,7 +20,7 @@ import numpy as np
 import signal_dataset as sds
 from signal_dataset.annotation import AnnotationRecord, AnnotationStatus
 
-from sds_loader import synthetic
+from sds_loader.cli import synthetic
 
 #: The annotation set `write_burst_captures` publishes.
 SET_NAME = "bursts"

@@ -1,7 +1,7 @@
 """The local shard files a dataset stores, and which ordinals each one holds.
 
 `inspect` and `verify` work shard by shard but report in ordinals, the only
-numbering a dataset's user knows. The reader's shard table (addressing.py:
+numbering a dataset's user knows. The reader's shard table (dataset.py:
 the manifests read once, linear in the shards, checked against
 signal_dataset's `read_instructions` by its tests) is the authority on both;
 this module only regroups it by file.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import signal_dataset as sds
 
-from sds_loader.addressing import shard_table
+from sds_loader.dataset import shard_table
 
 
 class ShardsUnavailable(ValueError):

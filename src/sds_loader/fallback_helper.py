@@ -1,6 +1,6 @@
 """The helper process behind `fallback`: signal_dataset's reader in a fresh interpreter.
 
-Started as `python -c "from sds_loader.storage.fallback_helper import main; main()"` with pipes on stdin and
+Started as `python -c "from sds_loader.fallback_helper import main; main()"` with pipes on stdin and
 stdout. A fresh interpreter rather than a fork, because the hazard is
 inherited: a process that has used array_record at all, writing a dataset
 included, forks children whose array_record reads crash. A plain subprocess
@@ -20,8 +20,8 @@ import os
 
 
 def main() -> None:
-    from sds_loader.storage import fallback
-    from sds_loader.storage.helper_protocol import answerable, receive, send
+    from sds_loader import fallback
+    from sds_loader.fallback_protocol import answerable, receive, send
     from sds_loader.storage.stores import for_this_process
 
     # Frames go to the original stdout; anything else printed goes to stderr.

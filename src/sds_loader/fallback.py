@@ -57,11 +57,17 @@ from signal_dataset.storage import ArrayRecordShardStore, object_store_for
 from signal_dataset.storage.paths import validate_root_uri
 from signal_dataset.storage.staging import default_staging
 
-from sds_loader.dtypes import safetensors_name
+from sds_loader import fallback_protocol
 from sds_loader.errors import CorruptShardError, SchemaMismatch, TargetError
-from sds_loader.record_metadata import RecordLayout, record_layout
-from sds_loader.schema import FieldSpec, Schema, raise_missing, raise_not_scalar
-from sds_loader.storage import helper_protocol
+from sds_loader.schema import (
+    FieldSpec,
+    RecordLayout,
+    Schema,
+    raise_missing,
+    raise_not_scalar,
+    record_layout,
+    safetensors_name,
+)
 from sds_loader.storage.stores import for_this_process, portable
 from sds_loader.windows import cut, length_key
 
@@ -127,6 +133,10 @@ class FallbackReader:
         """Each record's field layouts, from its metadata (no tensor is read)."""
         return cast(list[RecordLayout], self._call("read_layouts", ordinals))
 
+    def record_documents(self, ordinals: list[int]) -> list[dict[str, Any]]:
+        """Each record's id and metadata, as the metadata shards' JSON holds them (no tensor is read)."""
+        return cast(list[dict[str, Any]], self._call("read_documents", ordinals))
+
     def close(self) -> None:
         """Stop this process's helper; the next read starts another."""
         with self._lock:
@@ -167,8 +177,8 @@ class FallbackReader:
             helper = self._helper
             assert helper.stdin is not None and helper.stdout is not None  # both are pipes
             try:
-                helper_protocol.send(helper.stdin, (name, args))
-                status, value = helper_protocol.receive(helper.stdout)
+                fallback_protocol.send(helper.stdin, (name, args))
+                status, value = fallback_protocol.receive(helper.stdout)
             except (EOFError, OSError) as exc:
                 self._helper = None
                 _stop(helper)
@@ -191,14 +201,14 @@ class FallbackReader:
     def _start(self) -> subprocess.Popen[bytes]:
         helper = subprocess.Popen(
             # -c rather than -m: the package imports this module, which runpy warns about.
-            [sys.executable, "-c", "from sds_loader.storage.fallback_helper import main; main()"],
+            [sys.executable, "-c", "from sds_loader.fallback_helper import main; main()"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
         assert helper.stdin is not None and helper.stdout is not None  # both are pipes
         try:
-            helper_protocol.send(helper.stdin, (self._uri, portable(self._store), self._settings))
-            status, value = helper_protocol.receive(helper.stdout)
+            fallback_protocol.send(helper.stdin, (self._uri, portable(self._store), self._settings))
+            status, value = fallback_protocol.receive(helper.stdout)
         except (EOFError, OSError) as exc:
             _stop(helper)
             raise sds.StorageError(
@@ -346,6 +356,14 @@ def read_layouts(dataset: sds.Dataset, ordinals: list[int]) -> list[RecordLayout
     except Exception as exc:  # noqa: BLE001 - _blame keeps what is not damage
         raise _blame(dataset, ordinals, exc, metadata=True) from None
     return [record_layout(record) for record in records]
+
+
+def read_documents(dataset: sds.Dataset, ordinals: list[int]) -> list[dict[str, Any]]:
+    try:
+        records = dataset.record_metadata.__getitems__(ordinals)
+    except Exception as exc:  # noqa: BLE001 - _blame keeps what is not damage
+        raise _blame(dataset, ordinals, exc, metadata=True) from None
+    return [{"id": record.id, "metadata": _plain(record.metadata)} for record in records]
 
 
 #: What signal_dataset raises for a record it refuses to read.
