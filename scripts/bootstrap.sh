@@ -57,7 +57,8 @@ fi
 "$PY" -m pip install -q --no-deps "torchdata==0.11.0"
 # The ray extra (sds_loader.ray and its tests) brings pyarrow and Ray's own
 # dependencies: scripts/constraints.txt keeps numpy and torch as installed above.
-"$PY" -m pip install -q --no-build-isolation -c scripts/constraints.txt -e ".[test,test-torch,bench,torch,lint,ray]"
+# The docs extra builds the documentation site (mkdocs.yml).
+"$PY" -m pip install -q --no-build-isolation -c scripts/constraints.txt -e ".[test,test-torch,bench,torch,lint,ray,docs]"
 
 if [ $# -gt 0 ]; then
     # The environment's own entry points first on PATH; `python` and

@@ -10,7 +10,8 @@
 #   ruff          ruff check: lint (pyproject.toml, [tool.ruff.lint])
 #   format        ruff format --check: the Python layout
 #   mypy          mypy --strict on src/sds_loader
-#   readme        mypy --strict on README.md's python blocks
+#   readme        mypy --strict on the python blocks of README.md and docs/
+#   docs          mkdocs build --strict: the documentation site, warning-free (mkdocs.yml)
 #   clang-format  clang-format --dry-run --Werror on csrc/ and fuzz/ (.clang-format)
 #   stub          src/sds_loader/_native.pyi against the built extension
 #
@@ -19,14 +20,15 @@
 #
 # Python: the environment scripts/bootstrap.sh installs into ($PYTHON, else
 # the active virtual or conda environment, else .venv), else python3, with
-# the `lint` extra installed (bootstrap does); clang-format 14 from Debian.
+# the `lint` and `docs` extras installed (bootstrap does); clang-format 14
+# from Debian.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/installed_python.sh
 CLANG_FORMAT="${CLANG_FORMAT:-$(command -v clang-format-14 || command -v clang-format || echo clang-format-14)}"
 
-ALL="ruff format mypy readme clang-format stub"
+ALL="ruff format mypy readme docs clang-format stub"
 checks="${*:-$ALL}"
 failed=""
 
@@ -49,7 +51,17 @@ for check in $checks; do
         ruff) run ruff "$PY" -m ruff check --no-fix . ;;
         format) run format "$PY" -m ruff format --check --diff . ;;
         mypy) run mypy "$PY" -m mypy --strict src/sds_loader ;;
-        readme) run readme "$PY" scripts/typecheck_readme.py README.md ;;
+        readme)
+            # shellcheck disable=SC2046 # one argument per page; none has a space
+            run readme "$PY" scripts/typecheck_readme.py README.md $(find docs -name '*.md' | sort)
+            ;;
+        docs)
+            # Into a directory of its own, removed after, so that the tree stays clean.
+            # Not --quiet: it hides the warnings that --strict counts.
+            site="$(mktemp -d)"
+            run docs "$PY" -m mkdocs build --strict --site-dir "$site/site"
+            rm -rf "$site"
+            ;;
         clang-format)
             run clang-format "$CLANG_FORMAT" --dry-run --Werror --style=file \
                 csrc/*/*.cc csrc/*/*.h fuzz/*.cc fuzz/*.h
