@@ -3,7 +3,7 @@
 Against `rclone serve s3` on 127.0.0.1. Requests and bytes are counted on
 the wire by the bench's proxies; the tests check those counts against what
 is known independently: the shards a batch touches (signal_dataset stages
-them whole), and the reader's own counters. The shaping proxy is checked for
+them whole), and the reader's own counters. The proxy is checked for
 what it promises (the first byte held for the latency, bodies paced to the
 bandwidth, every request and body byte counted): behaviour of the proxy, not
 the speed of a reader.
@@ -25,8 +25,7 @@ from s3_fixtures import BUCKET, rclone_dataset, rclone_server  # noqa: F401
 from sds_factory import read_chunks
 
 from sds_loader.cli import main
-from sds_loader.cli.bench.counting_proxy import CountingProxy
-from sds_loader.cli.bench.shaping_proxy import ShapingProxy
+from sds_loader.cli.bench.proxy import BenchProxy
 
 
 def test_bench_reports_rates_and_bytes_per_record(rclone_dataset, tmp_path, capsys, monkeypatch):
@@ -48,7 +47,7 @@ def test_bench_reports_rates_and_bytes_per_record(rclone_dataset, tmp_path, caps
     out = capsys.readouterr().out
     assert status == 0
     assert "records/s" in out and "fetched/record" in out
-    assert "counted by a counting proxy in front of http://127.0.0.1:" in out
+    assert "counted by the bench proxy in front of http://127.0.0.1:" in out
     [written] = (tmp_path / "bench-results").glob("*/bench-remote.json")
     assert f"json: {os.path.relpath(written, tmp_path)}" in out or f"json: {written}" in out
     result = json.loads(written.read_text())
@@ -82,7 +81,7 @@ def test_the_proxy_counts_every_request_and_body_byte(rclone_dataset, rclone_ser
     dataset = sds.open(uri)
     bucket, key = dataset.read_instructions(0, 1)[0].filename.removeprefix("s3://").split("/", 1)
     size = dataset.object_store.info(f"s3://{bucket}/{key}").size
-    with CountingProxy(rclone_server.url) as proxy:
+    with BenchProxy(rclone_server.url) as proxy:
         client = boto3.client(
             "s3",
             endpoint_url=proxy.url,
@@ -98,7 +97,7 @@ def test_the_proxy_counts_every_request_and_body_byte(rclone_dataset, rclone_ser
 
 
 def test_a_shaped_run_reads_every_method_through_the_proxy_and_counts_it(rclone_dataset, tmp_path, capsys):
-    """--latency-ms/--bandwidth-mbps: all rows read through the shaping proxy, which counts them."""
+    """--latency-ms/--bandwidth-mbps: all rows read through the bench proxy, which counts them."""
     # The ShardAwareSampler row, a torch Sampler.
     import torch_required  # noqa: F401 - skips this test without torch
 
@@ -127,7 +126,7 @@ def test_a_shaped_run_reads_every_method_through_the_proxy_and_counts_it(rclone_
     assert "ShardAwareSampler / shuffled" in out and "BatchReader / signal_dataset" in out
     result = json.loads((tmp_path / "bench-remote.json").read_text())
     assert result["latency_ms"] == 30 and result["bandwidth_bytes_per_s"] == 200e6
-    assert result["counted_by"].startswith("the shaping proxy in front of http://127.0.0.1:")
+    assert result["counted_by"].startswith("the bench proxy in front of http://127.0.0.1:")
     rows = {row["method"]: row for row in result["rows"]}
     staged = rows["signal_dataset Dataset.__getitems__"]
     cold = rows["BatchReader, cold (new reader per batch)"]
@@ -210,7 +209,7 @@ def _timed_get(proxy_url: str, key: str, headers: dict[str, str] | None = None) 
 
 def test_the_shaping_proxy_holds_the_first_byte_for_the_latency(rclone_server, megabyte):
     key, data = megabyte
-    with ShapingProxy(rclone_server.url, latency_ms=50) as proxy:
+    with BenchProxy(rclone_server.url, latency_ms=50) as proxy:
         seconds, status, body = _timed_get(proxy.url, key, {"Range": "bytes=100-1099"})
         counts = proxy.counts()
     assert status in (200, 206) and body == data[100:1100]
@@ -220,7 +219,7 @@ def test_the_shaping_proxy_holds_the_first_byte_for_the_latency(rclone_server, m
 
 def test_the_shaping_proxy_paces_a_body_to_the_bandwidth(rclone_server, megabyte):
     key, data = megabyte
-    with ShapingProxy(rclone_server.url, bandwidth=10e6) as proxy:
+    with BenchProxy(rclone_server.url, bandwidth=10e6) as proxy:
         seconds, status, body = _timed_get(proxy.url, key)
         counts = proxy.counts()
     assert status == 200 and body == data
@@ -236,7 +235,7 @@ def test_the_shaping_proxy_serves_a_client_like_a_store(rclone_server, rclone_da
     bucket, key = dataset.read_instructions(0, 1)[0].filename.removeprefix("s3://").split("/", 1)
     with open(os.path.join(local, key.split("/", 1)[1]), "rb") as handle:
         contents = handle.read()
-    with ShapingProxy(rclone_server.url, latency_ms=5, bandwidth=500e6) as proxy:
+    with BenchProxy(rclone_server.url, latency_ms=5, bandwidth=500e6) as proxy:
         client = boto3.client(
             "s3",
             endpoint_url=proxy.url,

@@ -198,7 +198,7 @@ def test_worker_batches_cross_by_block_and_offset(root: str, monkeypatch) -> Non
     import torch.multiprocessing  # noqa: F401  (registers torch's reducers, as in a worker)
 
     dataset = SDSTorchDataset(root)
-    monkeypatch.setattr("sds_loader.torch._get_worker_info", lambda: object())
+    monkeypatch.setattr("sds_loader.torch.dataset._get_worker_info", lambda: object())
     monkeypatch.setattr(dataset._open(), "pid", -1)  # as a freshly forked worker sees it
     assert dataset.buffers == "ring"
     assert dataset.reader.threads == 1

@@ -351,8 +351,6 @@ def _thaw(value: Any) -> Any:
     return value
 
 
-
-
 def assemble(
     spec: Annotations,
     rows: AnnotationRows,

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import os
 
+from sds_loader import fallback
+from sds_loader.fallback_protocol import answerable, receive, send
+from sds_loader.storage.stores import for_this_process
+
 
 def main() -> None:
-    from sds_loader import fallback
-    from sds_loader.fallback_protocol import answerable, receive, send
-    from sds_loader.storage.stores import for_this_process
-
     # Frames go to the original stdout; anything else printed goes to stderr.
     requests = os.fdopen(os.dup(0), "rb")
     answers = os.fdopen(os.dup(1), "wb")

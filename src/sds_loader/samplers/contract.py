@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 from torch.utils.data import Sampler
@@ -134,6 +134,27 @@ def saved_spans(value: object, items: int) -> Spans:
         if start < stop:
             raise ValueError(f"{problem}; {start} is in two of them")
     return spans
+
+
+@runtime_checkable
+class MixedDatasets(Protocol):
+    """What `MixtureSampler` draws from; `sds_loader.torch.Mixture` is what provides it.
+
+    A protocol rather than the class, so that samplers never import the
+    datasets they sample: the datasets import the samplers, not the reverse.
+    """
+
+    @property
+    def datasets(self) -> Sequence[Any]: ...
+    @property
+    def weights(self) -> Sequence[float]: ...
+    @property
+    def offsets(self) -> np.ndarray: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def epoch_size(self) -> int: ...
+    def will_need(self, indices: Sequence[int] | np.ndarray) -> int: ...
 
 
 class EpochSampler(Sampler[Item], Generic[Item]):

@@ -44,15 +44,12 @@ is handed out, as `ShardAwareSampler` does for one dataset.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from sds_loader.samplers.contract import EpochSampler, non_negative_int, positive_int
+from sds_loader.samplers.contract import EpochSampler, MixedDatasets, non_negative_int, positive_int
 from sds_loader.samplers.shard_aware import ShardAwareSampler
-
-if TYPE_CHECKING:
-    from sds_loader.torch.mixture import Mixture
 
 
 def batch_quotas(weights: np.ndarray, sizes: list[int]) -> np.ndarray:
@@ -99,7 +96,7 @@ class MixtureSampler(EpochSampler[list[int]]):
 
     def __init__(
         self,
-        mixture: Mixture,
+        mixture: MixedDatasets,
         batch_size: int,
         *,
         shuffle: bool = True,
@@ -112,9 +109,7 @@ class MixtureSampler(EpochSampler[list[int]]):
         runs_mixed: int = 16,
         readahead: int | None = None,
     ) -> None:
-        from sds_loader.torch.mixture import Mixture
-
-        if not isinstance(mixture, Mixture):
+        if not isinstance(mixture, MixedDatasets):
             raise TypeError(
                 f"MixtureSampler draws from a sds_loader.torch.Mixture, not a {type(mixture).__name__}; "
                 "for one dataset use ShardAwareSampler"

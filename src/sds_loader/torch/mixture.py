@@ -45,13 +45,14 @@ from torch.utils.data import get_worker_info as _get_worker_info
 
 from sds_loader.indices import normalize
 from sds_loader.schema import Allocator
+from sds_loader.torch.batch import Batch
 from sds_loader.torch.buffers import BufferSource, read_tensors
+from sds_loader.torch.dataset import SDSTorchDataset, buffer_source
 from sds_loader.torch.extras import merge_ragged
 from sds_loader.torch.mixture_layout import agreed_layout
 from sds_loader.torch.ring import DEFAULT_BLOCKS
 
 if TYPE_CHECKING:
-    from sds_loader.torch import Batch, SDSTorchDataset
     from sds_loader.torch.ring import _Block
 
 __all__ = ["Mixture"]
@@ -101,8 +102,6 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
         pin_memory: bool = False,
         worker_blocks: int = DEFAULT_BLOCKS,
     ) -> None:
-        from sds_loader.torch import SDSTorchDataset
-
         if isinstance(datasets, SDSTorchDataset | str | bytes) or not isinstance(datasets, Sequence):
             raise TypeError(
                 "datasets must be a sequence of SDSTorchDataset, one per member, not "
@@ -148,8 +147,6 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
         local = self._local
         pid = os.getpid()
         if local is None or local.pid != pid:
-            from sds_loader.torch import buffer_source
-
             source = buffer_source(
                 _get_worker_info() is not None, pin_memory=self._pin_memory, worker_blocks=self._worker_blocks
             )
@@ -246,8 +243,6 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
 
     def __getitems__(self, indices: Sequence[int]) -> Batch:
         """Read the batch: one native call per member present, into the batch's final tensors."""
-        from sds_loader.torch import Batch
-
         members, records = self.locate(indices)
         count = int(members.size)
         layout = self._layout

@@ -18,7 +18,7 @@ import numpy as np
 from sds_loader.torch.extras import Kind
 
 if TYPE_CHECKING:
-    from sds_loader.torch import SDSTorchDataset
+    from sds_loader.torch.dataset import SDSTorchDataset
 
 #: Output key -> (shape of one row, dtype).
 RowLayout = dict[str, tuple[tuple[int, ...], np.dtype]]

@@ -32,9 +32,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader.cli.bench.counting_proxy import CountingProxy
+from sds_loader.cli.bench.proxy import BenchProxy
 from sds_loader.cli.bench.remote import SHARD_AWARE, SHUFFLED, _counting_endpoint, _store_at
-from sds_loader.cli.bench.shaping_proxy import ShapingProxy
 from sds_loader.cli.textfmt import rate, size, table
 
 if TYPE_CHECKING:
@@ -143,13 +142,9 @@ def run(
     shaped = latency_ms is not None or bandwidth is not None
     if shaped and endpoint is None:
         raise ValueError(f"--latency-ms and --bandwidth-mbps need a plain http:// endpoint ({why})")
-    proxy: ShapingProxy | CountingProxy | None = None
+    proxy: BenchProxy | None = None
     if endpoint is not None:
-        proxy = (
-            ShapingProxy(endpoint, latency_ms=latency_ms or 0.0, bandwidth=bandwidth)
-            if shaped
-            else CountingProxy(endpoint)
-        )
+        proxy = BenchProxy(endpoint, latency_ms=latency_ms or 0.0, bandwidth=bandwidth)
     shaping = (
         f"through a proxy adding {latency_ms or 0:g} ms and pacing each connection to "
         f"{'unlimited' if bandwidth is None else f'{bandwidth / 1e6:g} MB/s'}"

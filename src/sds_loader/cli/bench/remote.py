@@ -23,13 +23,13 @@ Requests and bytes are counted, not assumed, by a proxy on the wire that
 sees every request and response byte, control documents and HEADs
 included. Without shaping, the timed pass goes to the endpoint directly (so
 the proxy costs no row any time) and a second pass reads the same batches
-through a counting proxy (counting_proxy.py). With `latency_ms` or
-`bandwidth` (a model of a distant store: see shaping_proxy.py) every method
-reads through the shaping proxy in the timed pass, and that proxy, which runs
+through the proxy (proxy.py). With `latency_ms` or
+`bandwidth` (a model of a distant store: see proxy.py) every method
+reads through the proxy, shaping, in the timed pass, and that proxy, which runs
 in a process of its own, counts the same pass. The BatchReader rows also
 carry the reader's own count (`stats.fetch_requests`, `stats.fetched_bytes`:
 its shard reads only) beside the proxy's. An https endpoint can be neither
-counted nor shaped this way (the proxies speak plain HTTP); its rows say so.
+counted nor shaped this way (the proxy speaks plain HTTP); its rows say so.
 "x own size" relates bytes fetched per record to the record's own stored
 size (the dataset's shard bytes over its records), so 1.0 would be reading
 nothing but the records. Each batch row reports the median batch of
@@ -54,8 +54,7 @@ from typing import TYPE_CHECKING, Protocol, TypedDict
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader.cli.bench.counting_proxy import CountingProxy, Counts
-from sds_loader.cli.bench.shaping_proxy import ShapingProxy
+from sds_loader.cli.bench.proxy import BenchProxy, Counts
 from sds_loader.cli.textfmt import rate, size, table
 
 if TYPE_CHECKING:
@@ -122,7 +121,7 @@ class RemoteResult:
     rows: list[RemoteRow]
     #: How requests and bytes were counted, or why they were not.
     counted_by: str = ""
-    #: The store modelled by the shaping proxy; None: the endpoint as it is.
+    #: The store modelled by the bench proxy; None: the endpoint as it is.
     latency_ms: float | None = None
     bandwidth_bytes_per_s: float | None = None
     stretch_rows: list[StretchRow] = field(default_factory=list)
@@ -382,7 +381,7 @@ def _counting_endpoint(dataset: sds.Dataset) -> tuple[str | None, str]:
     if not endpoint or not endpoint.startswith("http://"):
         return None, (
             f"not counted: the endpoint {endpoint or 'AWS (https)'} is not plain http://, "
-            "which the counting proxy needs"
+            "which the bench proxy needs"
         )
     return endpoint, ""
 
@@ -411,7 +410,7 @@ def run(
     stretch: int = STRETCH,
 ) -> RemoteResult:
     """Time and count the batch rows and the stretch rows; `latency_ms`/`bandwidth` (bytes/s
-    per connection) put a shaping proxy between every reader and the endpoint."""
+    per connection) put the bench proxy between every reader and the endpoint."""
     from sds_loader.storage.s3_source import DEFAULT_REQUESTS_IN_FLIGHT
 
     dataset = sds.open(uri)
@@ -441,10 +440,10 @@ def run(
         if shaped:
             assert endpoint is not None
             shaper = stack.enter_context(
-                ShapingProxy(endpoint, latency_ms=latency_ms or 0.0, bandwidth=bandwidth)
+                BenchProxy(endpoint, latency_ms=latency_ms or 0.0, bandwidth=bandwidth)
             )
             store = _store_at(dataset, shaper.url)
-            counted_by = f"the shaping proxy in front of {endpoint}, in the timed pass"
+            counted_by = f"the bench proxy in front of {endpoint}, in the timed pass"
             measured = _batch_pass(uri, store, warmup, timed, options, shaper)
             stretches = _stretch_pass(uri, store, orders, opening, count, length, options, shaper)
             counted, counted_stretches = measured, stretches
@@ -453,10 +452,8 @@ def run(
             stretches = _stretch_pass(uri, None, orders, opening, count, length, options, None)
             counted, counted_stretches = measured, {}
             if endpoint is not None:
-                proxy = stack.enter_context(CountingProxy(endpoint))
-                counted_by = (
-                    f"a counting proxy in front of {endpoint}, on a second pass over the same batches"
-                )
+                proxy = stack.enter_context(BenchProxy(endpoint))
+                counted_by = f"the bench proxy in front of {endpoint}, on a second pass over the same batches"
                 store = _store_at(dataset, proxy.url)
                 counted = _batch_pass(uri, store, warmup, timed, options, proxy)
                 counted_stretches = _stretch_pass(uri, store, orders, opening, count, length, options, proxy)
@@ -578,7 +575,8 @@ def legend(result: RemoteResult) -> str:
             else f"{result.bandwidth_bytes_per_s / 1e6:g} MB/s per connection"
         )
         shaped = (
-            f"; every read goes through a shaping proxy: {result.latency_ms or 0:g} ms to first byte, {pace}"
+            "; every read goes through the shaping proxy: "
+            f"{result.latency_ms or 0:g} ms to first byte, {pace}"
         )
     return (
         f"{result.uri}: {result.records} records, {size(result.record_bytes)} stored per record "

@@ -1,12 +1,22 @@
-"""An HTTP proxy on 127.0.0.1 that makes a nearby store answer like a distant one.
+"""An HTTP proxy on 127.0.0.1 that counts what a reader asks of a store, and can slow it down.
+
+The remote bench counts what each reader asks of the store on the wire
+rather than assuming it: signal_dataset's reader has no counters, and an
+assumption ("it stages whole shards") hides what it also reads (control
+documents, HEADs) and would not notice if it changed. A reader is pointed at
+the proxy by giving its S3 store the proxy's URL as endpoint; every request
+is forwarded unchanged, the Host header included, so a signed request still
+verifies. It counts requests and response body bytes (a GET's data, a HEAD's
+none; chunked framing not included): a request when it arrives and a body's
+bytes before they are sent, so once a reader has its answer the counts
+include it.
 
 A store on the same machine answers a ranged GET in about a millisecond and
 at memory speed; a cloud store takes tens of milliseconds before the first
 byte and delivers each connection's bytes at a finite rate. Which reader is
 faster depends on exactly those two numbers (a reader that sends many small
 requests pays the latency, one that stages whole shards pays the bandwidth),
-so the remote bench can put this proxy between the readers and the endpoint
-to model the store a user has in mind:
+so the proxy can also model the store a user has in mind:
 
 - `latency_ms`: the first byte of each response is held until that long
   after its request arrived at the proxy (requests on several connections
@@ -15,16 +25,11 @@ to model the store a user has in mind:
   response's body is released no faster than this, each piece when its last
   byte would have arrived.
 
-Like the counting proxy, it counts requests and response body bytes (a GET's
-data, a HEAD's none; chunked framing not included) and forwards every
-request unchanged, the Host header included, so a signed request still
-verifies. A request is counted when it arrives and a body's bytes before
-they are sent, so once a reader has its answer the counts include it.
-
 It runs in a child process of its own (one asyncio thread, started with
 ``python -m``), so that its work is not charged to the reading process whose
-CPU time the bench measures; the counts live in a shared mapping. Plain
-HTTP only, for the reasons the counting proxy gives.
+CPU time the bench measures; the counts live in a shared mapping. Plain HTTP
+only: a proxy cannot read a TLS stream without terminating it, and a request
+signed for 127.0.0.1 would not verify at a TLS endpoint under another name.
 """
 
 from __future__ import annotations
@@ -40,8 +45,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
-
-from sds_loader.cli.bench.counting_proxy import Counts
+from dataclasses import dataclass
 
 #: Bytes read from the upstream and released to the client at a time.
 PIECE = 64 * 1024
@@ -49,10 +53,18 @@ PIECE = 64 * 1024
 HEAD_LIMIT = 64 * 1024
 
 
-class ShapingProxy:
+@dataclass(frozen=True)
+class Counts:
+    requests: int = 0
+    #: Bytes of response bodies (a GET's data; a HEAD's none), as a reader's own
+    #: `stats.fetched_bytes` counts them.
+    body_bytes: int = 0
+
+
+class BenchProxy:
     """Forwards HTTP to `upstream` ("http://host:port"), adding latency and pacing, counting what passes.
 
-    ``with ShapingProxy("http://127.0.0.1:9000", latency_ms=20, bandwidth=100e6) as proxy:``
+    ``with BenchProxy("http://127.0.0.1:9000", latency_ms=20, bandwidth=100e6) as proxy:``
     then point a store's endpoint at ``proxy.url``. `bandwidth` None leaves
     the pace to the upstream.
     """
@@ -61,7 +73,7 @@ class ShapingProxy:
         parsed = urllib.parse.urlsplit(upstream)
         if parsed.scheme != "http" or not parsed.hostname:
             raise ValueError(
-                f"the shaping proxy forwards plain HTTP, and {upstream!r} is not an http:// endpoint"
+                f"the bench proxy forwards plain HTTP, and {upstream!r} is not an http:// endpoint"
             )
         if latency_ms < 0:
             raise ValueError(f"latency_ms must be 0 or more, not {latency_ms}")
@@ -100,7 +112,7 @@ class ShapingProxy:
         ready = self._process.stdout.readline()
         if ready.strip() != b"ready":
             self.close()
-            raise RuntimeError(f"the shaping proxy did not start (exit status {self._process.poll()})")
+            raise RuntimeError(f"the bench proxy did not start (exit status {self._process.poll()})")
 
     def counts(self) -> Counts:
         requests, body_bytes = _COUNTS.unpack_from(self._counts, 0)
@@ -120,7 +132,7 @@ class ShapingProxy:
         self._counts.close()
         self._counts_file.close()
 
-    def __enter__(self) -> ShapingProxy:
+    def __enter__(self) -> BenchProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
