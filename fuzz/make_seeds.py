@@ -24,7 +24,7 @@ import sys
 from functools import partial
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "support"))
 
 import numpy as np  # noqa: E402
 import signal_dataset as sds  # noqa: E402

@@ -66,7 +66,7 @@ for check in $checks; do
             run clang-format "$CLANG_FORMAT" --dry-run --Werror --style=file \
                 csrc/*/*.cc csrc/*/*.h fuzz/*.cc fuzz/*.h
             ;;
-        stub) run stub "$PY" -m pytest -q -p no:cacheprovider tests/test_native_stub.py ;;
+        stub) run stub "$PY" -m pytest -q -p no:cacheprovider tests/packaging/test_native_stub.py ;;
         *)
             echo "check.sh: unknown check '$check' (known: $ALL)" >&2
             exit 2

@@ -10,10 +10,10 @@
 # The interpreter needs pip and venv, nothing else: build_wheel.sh brings
 # the build requirements. torch is not installed (on PyPI, torch for Linux
 # is a CUDA build of several GB), so the tests that need it skip, saying why
-# (tests/torch_required.py); they run in the 3.11 suite, with the CPU build
+# (tests/support/torch_required.py); they run in the 3.11 suite, with the CPU build
 # bootstrap.sh installs. The fuzz test is left to that suite too: its targets
 # are C++ built by clang, the same whatever the Python. The wheel's tests
-# (tests/test_wheel.py) check the wheel built here (SDS_LOADER_WHEEL)
+# (tests/packaging/test_wheel.py) check the wheel built here (SDS_LOADER_WHEEL)
 # instead of building another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +31,7 @@ trap 'rm -rf "$work"' EXIT
 PYTHON="$PY" bash scripts/build_wheel.sh "$work/dist"
 wheel="$(ls "$work"/dist/sds_loader-*manylinux*.whl)"
 "$PY" -m venv "$work/venv"
-# With the build requirements too: tests/test_packaging.py makes an sdist
+# With the build requirements too: tests/packaging/test_packaging.py makes an sdist
 # with the build backend itself (no compiling).
 "$work/venv/bin/python" -c 'import tomllib
 with open("pyproject.toml", "rb") as handle:
@@ -39,6 +39,6 @@ with open("pyproject.toml", "rb") as handle:
 "$work/venv/bin/python" -m pip install -q "$wheel[test]" -r "$work/build-requirements.txt"
 
 if [ $# -eq 0 ]; then
-    set -- -q tests --deselect tests/test_fuzz_smoke.py
+    set -- -q tests --deselect tests/core/test_fuzz_smoke.py
 fi
 SDS_LOADER_WHEEL="$wheel" "$work/venv/bin/python" -m pytest "$@"

@@ -34,7 +34,7 @@ if __name__ == "__main__":
 PY
 
 if [ $# -eq 0 ]; then
-    set -- -q tests --deselect tests/test_fuzz_smoke.py -m "not wheel"
+    set -- -q tests --deselect tests/core/test_fuzz_smoke.py -m "not wheel"
 fi
 # libstdc++ is preloaded with libasan: Python does not link it, and ASan's
 # __cxa_throw interceptor needs it at start-up. Leaks are not checked: the

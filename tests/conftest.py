@@ -5,7 +5,7 @@ not import must fail the run, not pass it with the core suites skipped. So
 the session stops at once with the import error, unless
 SDS_LOADER_ALLOW_NO_NATIVE=1 says a run without it is intended (a quick
 check of the pure-Python parts on a machine that cannot build it); then the
-test modules that need it (they import it through native_required.py) skip,
+test modules that need it (they import it through support/native_required.py) skip,
 saying why.
 """
 
@@ -14,6 +14,9 @@ from __future__ import annotations
 import os
 
 import pytest
+
+#: The servers' fixtures (tests/support), for every test that names one as an argument.
+pytest_plugins = ("s3_fixtures", "gcs_fixtures")
 
 #: Set to 1 to run without the native extension (modules that need it skip).
 ALLOW_NO_NATIVE = "SDS_LOADER_ALLOW_NO_NATIVE"

@@ -1,6 +1,6 @@
 """Types of the compiled extension, as csrc/python/ defines it.
 
-tests/test_native_stub.py compares this file with the built module: every
+tests/packaging/test_native_stub.py compares this file with the built module: every
 public function, class, method and property, and each one's parameter names
 and defaults. Names that begin with an underscore here are for typing only.
 """
