@@ -31,7 +31,7 @@ MOVED = {
     "sds_loader.s3_source": "sds_loader.storage.s3_source",
     "sds_loader.sources": "sds_loader.storage.sources",
     "sds_loader.remote_readahead": "sds_loader.storage.remote_readahead",
-    # 0.4: the package by job.
+    # Then the package by job.
     "sds_loader.addressing": "sds_loader.dataset",
     "sds_loader.dataset_root": "sds_loader.dataset",
     "sds_loader.reference_shards": "sds_loader.dataset",
