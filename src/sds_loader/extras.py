@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sds_loader.annotations import Annotations, assemble
-from sds_loader.metadata import class_indices
+from sds_loader.metadata import class_indices, columns
 from sds_loader.windows import Window
 
 if TYPE_CHECKING:
@@ -109,15 +109,21 @@ def add_extras(
                 window_length=window_length,
             )
         )
+    # Labels and ids come from the same metadata documents: read them once.
+    documents = None
+    if labels or ("id" in extras and ids is None):
+        documents = state.metadata.documents(ordinals)
     if labels:
-        columns = state.metadata.columns(ordinals, list(labels))
+        assert documents is not None
+        values = columns(documents, list(labels), ordinals)
         for key, classes in labels.items():
-            arrays[key] = class_indices(key, columns[key], classes, ordinals)
+            arrays[key] = class_indices(key, values[key], classes, ordinals)
     if "ordinal" in extras:
         arrays["ordinal"] = ordinals.astype(np.int64, copy=True)
     if "id" in extras:
         if ids is None:
-            ids = state.metadata.ids(ordinals)
+            assert documents is not None
+            ids = [str(document["id"]) for document in documents]
         id_array = np.empty(len(ids), dtype=object)
         id_array[:] = ids
         arrays["id"] = id_array

@@ -139,12 +139,7 @@ class MetadataShards:
 
     def columns(self, ordinals: np.ndarray, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """One array per metadata key over `ordinals` (see `column`)."""
-        documents = self.documents(ordinals)
-        ordinal_list = np.asarray(ordinals).tolist()
-        return {
-            key: column(key, [document.get("metadata", {}) for document in documents], ordinal_list)
-            for key in keys
-        }
+        return columns(self.documents(ordinals), keys, ordinals)
 
     def distinct(self, key: str, total: int) -> tuple[str, ...]:
         """The sorted distinct string values of `key` over records 0 .. total - 1."""
@@ -163,6 +158,15 @@ class MetadataShards:
     def close(self) -> None:
         if self.source is not None:
             self.source.close()
+
+
+def columns(
+    documents: Sequence[Mapping[str, Any]], keys: Sequence[str], ordinals: np.ndarray
+) -> dict[str, np.ndarray]:
+    """One array per metadata key of the records' `documents` (see `column`)."""
+    ordinal_list = np.asarray(ordinals).tolist()
+    metadata = [document.get("metadata", {}) for document in documents]
+    return {key: column(key, metadata, ordinal_list) for key in keys}
 
 
 def column(key: str, metadata: Sequence[Mapping[str, Any]], ordinals: Sequence[int]) -> np.ndarray:
