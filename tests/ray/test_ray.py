@@ -378,3 +378,63 @@ def test_bad_arguments_fail_in_the_driver_naming_the_fix(captures):
         to_complex({"label": np.arange(3)}, ["label"])
     with pytest.raises(KeyError, match="the batch has no 'samples'"):
         to_complex({"label": np.arange(3)}, ["samples"])
+
+
+def test_reads_before_ray_knows_its_limits_run_one_task_a_cpu_in_this_dataset_alone(ray_cluster, captures):
+    from sds_loader.ray import startup_budget
+
+    if not startup_budget.AVAILABLE:
+        pytest.skip("this Ray has no ResourceBudget policy to stand in for")
+    key = startup_budget.ENABLED_BACKPRESSURE_POLICIES_CONFIG_KEY
+    dataset = read_sds(captures, fields=["samples"], override_num_blocks=3)
+    policies = dataset.context.get_config(key)
+    assert startup_budget.StartupBudget in policies and startup_budget._RayBudget not in policies
+    assert dataset.context.get_config(startup_budget.BLOCK_BYTES_KEY) > 0
+    assert ray.data.DataContext.get_current().get_config(key) is None  # the process keeps Ray's
+    assert pickle.loads(pickle.dumps(dataset.context)).get_config(key) == policies  # as it crosses to actors
+    assert dataset.map_batches(lambda batch: batch).count() == RECORDS
+
+    class Limits:
+        def __init__(self, cpu: float) -> None:
+            self.cpu = cpu
+            self.object_store_memory = cpu * 1e9
+
+    class Allocator:
+        def can_submit_new_task(self, op) -> bool:
+            return False  # what Ray's budget says while it reads zero
+
+    class Manager:
+        _op_resource_allocator = Allocator()
+
+        def __init__(self, cpu: float, held: int) -> None:
+            self.limits, self.held = Limits(cpu), held
+
+        def get_global_limits(self):
+            return self.limits
+
+        def get_mem_op_outputs(self, op, include_ineligible_downstream=False) -> int:
+            return self.held
+
+        def max_task_output_bytes_to_read(self, op) -> int:
+            return 0
+
+    class Op:
+        def __init__(self, name: str, running: int) -> None:
+            self.name = name
+            self.metrics = type("Metrics", (), {"num_tasks_running": running})()
+
+        def incremental_resource_usage(self):
+            return Limits(1.0)
+
+    def policy(cpu: float = 0.0, held: int = 0):
+        return startup_budget.StartupBudget(dataset.context, {}, Manager(cpu, held))
+
+    cpus = int(ray.cluster_resources()["CPU"])
+    block = dataset.context.get_config(startup_budget.BLOCK_BYTES_KEY)
+    assert policy().can_add_input(Op("ReadSDS", cpus - 1))
+    assert policy().max_task_output_bytes_to_read(Op("ReadSDS->MapBatches(f)", 0)) is None
+    assert not policy().can_add_input(Op("ReadSDS", cpus))
+    assert not policy().can_add_input(Op("ReadRange", 0))  # other operators: Ray's budget
+    assert not policy(held=startup_budget.BLOCKS_PER_TASK * cpus * block).can_add_input(Op("ReadSDS", 0))
+    assert not policy(cpu=cpus).can_add_input(Op("ReadSDS", 0))  # limits known: Ray's budget
+    assert policy(cpu=cpus).max_task_output_bytes_to_read(Op("ReadSDS", 0)) == 0

@@ -33,6 +33,7 @@ from signal_dataset.storage import ObjectStore
 
 from sds_loader.annotations import Annotations
 from sds_loader.checksums import VerifyChecksums
+from sds_loader.ray import startup_budget
 from sds_loader.ray.complex_view import to_complex
 from sds_loader.ray.datasource import SDSDatasource
 from sds_loader.windows import Window
@@ -82,6 +83,19 @@ def read_sds(
     older Ray repeats epoch 0's order, so pass `epoch`); with it, every pass reads that epoch's
     order. A window's random crops follow the same `seed` and epoch.
     `ray_remote_args` and `concurrency` go to `ray.data.read_datasource`.
+
+    Ray Data (2.60, with its autoscaling coordinator) does not know an
+    execution's resources for about its first second, and runs one task at a time meanwhile (half of a pass
+    over a gigabyte on two CPUs). The dataset's own `DataContext` (not the
+    process's) therefore budgets its reads by a policy of this package's
+    until Ray knows its limits: one task a CPU, while its blocks in the
+    object store stay under four a task (`sds_loader.ray.startup_budget`);
+    after that, and for every other operator, Ray's own. The trade-off: for
+    that second, the object store may hold those few blocks more than Ray's
+    reservation for the operator would allow, and CPUs that other datasets
+    of the cluster run on are counted as free. Datasets derived from this
+    one (``map_batches`` and so on) keep its context, so the same holds for
+    their SDS reads.
     """
     if override_num_blocks is not None and (
         isinstance(override_num_blocks, bool)
@@ -119,4 +133,5 @@ def read_sds(
     if concurrency is not None:
         options["concurrency"] = concurrency
     dataset: _ray_data.Dataset = _ray_data.read_datasource(source, **options)
+    startup_budget.install(dataset.context, source.block_bytes(override_num_blocks, dataset.context))
     return dataset

@@ -155,6 +155,11 @@ class SDSDatasource(Datasource):
         wanted = -(-self.estimate_inmemory_data_size() // MIN_TASK_BYTES)
         return max(1, min(self._count, max(wanted, cpus)))
 
+    def block_bytes(self, tasks: int, context: DataContext) -> int:
+        """The most one block holds, where the dataset is read in `tasks` tasks under `context`."""
+        task_bytes = -(-self.estimate_inmemory_data_size() // max(1, tasks))
+        return min(task_bytes, max(1, _target_bytes(context) // self._row_bytes) * self._row_bytes)
+
     def get_name(self) -> str:
         return "SDS"
 
@@ -173,8 +178,7 @@ class SDSDatasource(Datasource):
         # Without an epoch of its own, each pass over the dataset is the next
         # epoch: Ray counts a dataset's executions in its context.
         epoch = self._epoch if self._epoch is not None else int(getattr(context, "_execution_idx", 0))
-        target = getattr(context, "target_max_block_size", None) or _DEFAULT_BLOCK_BYTES
-        rows_per_block = max(1, int(target) // self._row_bytes)
+        rows_per_block = max(1, _target_bytes(context) // self._row_bytes)
         ranges = stretches.plan(self._run_starts, self._count, parallelism)
         if self._shuffle:
             ranges = [ranges[k] for k in order.task_order(len(ranges), seed=self._seed, epoch=epoch).tolist()]
@@ -232,6 +236,10 @@ class StretchRead:
             # Each block into memory the last one left, once Ray has copied that into its store.
             arrays = reader.read(part, starts=starts, allocator=process_pool())
             yield blocks.to_table(arrays, self.shape)
+
+
+def _target_bytes(context: DataContext) -> int:
+    return int(getattr(context, "target_max_block_size", None) or _DEFAULT_BLOCK_BYTES)
 
 
 def _block_metadata(rows: int, size: int, files: tuple[str, ...] | None) -> BlockMetadata:
