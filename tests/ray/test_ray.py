@@ -293,6 +293,7 @@ def test_bench_ray_times_the_three_ways(ray_cluster, tmp_path, capsys):
         line = next(line for line in printed.splitlines() if line.startswith(label))
         assert float(line.split()[-4].replace(",", "")) > 0, line
     assert "read_sds: " in printed and "x BatchReader alone" in printed
+    assert "load average (1 min): " in printed
 
 
 def test_windows_without_a_length_and_ragged_annotations_are_variable_shaped(ray_cluster, tmp_path):

@@ -23,13 +23,14 @@ row alike; the median is kept. Also reported: how far the driver's own
 memory rose during the `read_sds` passes (anonymous resident pages: the
 object store's shared pages it maps as it iterates are the store's), and how
 many bytes its plan (every read task, pickled) takes: a few per shard, none
-per record.
+per record, and the load average as the passes began and ended.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import os
 import pickle
 import statistics
 import sys
@@ -171,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         workaround = ray.data.range(count, override_num_blocks=blocks).map_batches(
             functools.partial(signal_dataset_batch, root=root), batch_size=args.batch_size
         )
+        began_load = os.getloadavg()[0]
         rates = median_rates(
             {
                 alone: batch_reader_pass(root, args.threads, args.batch_size),
@@ -191,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"read_sds: {rates[native] / rates[alone]:.2f}x BatchReader alone, "
         f"{rates[native] / rates[baseline]:.1f}x range + map_batches"
+    )
+    # The rows share the machine with whatever else runs on it: their ratios say more than their rates.
+    print(
+        f"load average (1 min): {began_load:.2f} as the passes began, {os.getloadavg()[0]:.2f} at their end"
     )
     print(
         f"driver: its own memory (RssAnon) at most +{max(memory) / 2**20:,.0f} MiB during the "
