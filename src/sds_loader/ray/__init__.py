@@ -85,17 +85,17 @@ def read_sds(
     `ray_remote_args` and `concurrency` go to `ray.data.read_datasource`.
 
     Ray Data (2.60, with its autoscaling coordinator) does not know an
-    execution's resources for about its first second, and runs one task at a time meanwhile (half of a pass
-    over a gigabyte on two CPUs). The dataset's own `DataContext` (not the
-    process's) therefore budgets its reads by a policy of this package's
-    until Ray knows its limits: one task a CPU, while its blocks in the
-    object store stay under four a task (`sds_loader.ray.startup_budget`);
-    after that, and for every other operator, Ray's own. The trade-off: for
-    that second, the object store may hold those few blocks more than Ray's
-    reservation for the operator would allow, and CPUs that other datasets
-    of the cluster run on are counted as free. Datasets derived from this
-    one (``map_batches`` and so on) keep its context, so the same holds for
-    their SDS reads.
+    execution's resources for about its first second, and runs one task at
+    a time meanwhile (half of a pass over a gigabyte on two CPUs). The
+    dataset's own `DataContext` (not the process's) therefore budgets its
+    reads by a policy of this package's until Ray knows its limits: one
+    task a CPU free as the pass begins, while its blocks in the object
+    store stay under four a task (`sds_loader.ray.startup_budget`); after
+    that, and for every other operator, Ray's own. The trade-off: for that
+    second, the reads may take CPUs and object-store room (those few blocks)
+    that Ray's reservations would have kept for the dataset's other
+    operators, such as a ``map_batches`` after them. Datasets derived from
+    this one keep its context, so the same holds for their SDS reads.
     """
     if override_num_blocks is not None and (
         isinstance(override_num_blocks, bool)

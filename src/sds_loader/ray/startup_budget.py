@@ -11,8 +11,9 @@ each, at most Ray's target size.
 `install` puts `StartupBudget` in the place of Ray's ResourceBudget policy in
 one dataset's own `DataContext` (each dataset keeps a copy of its own), so
 other datasets of the process keep Ray's policies unchanged. While the limits
-read zero, the SDS read operator may run as many tasks as the cluster has
-CPUs for, so long as its blocks in the object store stay under four a task;
+read zero, the SDS read operator may run as many tasks as the cluster had
+CPUs free as the execution began, so long as its blocks in the object store
+stay under four a task;
 once the limits are known, every call is Ray's policy's. Ray versions
 without that policy, or whose policies are configured otherwise, are left
 as they are.
@@ -61,9 +62,11 @@ class StartupBudget(_Base):  # type: ignore[misc]
         super().__init__(*args, **kwargs)
         context = getattr(self, "_data_context", None)  # older policies keep no context
         self._block_bytes = int(context.get_config(BLOCK_BYTES_KEY, 0)) if context is not None else 0
+        # The CPUs free as the execution begins: those other work holds
+        # (training workers, other datasets) are not this read's to take.
         self._cpus = 0.0
         if self._block_bytes > 0 and ray.is_initialized():
-            self._cpus = float(ray.cluster_resources().get("CPU", 0))  # type: ignore[no-untyped-call]
+            self._cpus = float(ray.available_resources().get("CPU", 0))  # type: ignore[no-untyped-call]
 
     @property
     def name(self) -> str:
