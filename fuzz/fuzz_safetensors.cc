@@ -4,7 +4,7 @@
 // sdsl::MetadataTarget on its metadata, as a probe and a batch would.
 //
 // Before that, the record's descriptor is parsed twice and the two compared:
-// through the fast path (descriptor_stream.cc), whose template is then the
+// through the fast path (descriptor_template.cc), whose template is then the
 // descriptor of an earlier input (libFuzzer's inputs are mutations of one
 // another, so the two often differ in a value or a byte), and in full.
 //
@@ -20,6 +20,7 @@
 #include "container/value_stream.h"
 #include "read/record_decoder.h"
 #include "record/descriptor_stream.h"
+#include "record/descriptor_template.h"
 #include "record/record_descriptor.h"
 #include "record/safetensors_header.h"
 

@@ -12,12 +12,8 @@
 namespace sdsl {
 
 // Fills `out`, or throws a corrupt error for anything signal_dataset refuses.
-// A descriptor that differs from the last one parsed on this thread only in
-// its id's and top-level metadata's values is recognised without a parse
-// (descriptor_stream.cc says when, and why that is safe).
-void ParseDescriptorStream(const uint8_t* json, uint64_t size, Descriptor* out);
-
-// The same, always parsed in full: what the fast path is checked against.
+// Every descriptor is parsed in full: this is what decides, and what the
+// template (descriptor_template.h) is checked against.
 void ParseDescriptorStreamInFull(const uint8_t* json, uint64_t size, Descriptor* out);
 
 }  // namespace sdsl

@@ -8,7 +8,7 @@
 
 #include "base/reader_error.h"
 #include "record/descriptor_rules.h"
-#include "record/descriptor_stream.h"
+#include "record/descriptor_template.h"
 #include "record/safetensors_header.h"
 #include "record/strict_json.h"
 

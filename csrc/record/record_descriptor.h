@@ -36,7 +36,8 @@ struct Descriptor {
 //
 // The descriptor is checked as a stream of JSON events (descriptor_stream.h),
 // which allocates next to nothing: a descriptor is read for every record,
-// and building its document cost a fifth of reading a small record.
+// and building its document cost a fifth of reading a small record. Most
+// match the one before them and skip even that (descriptor_template.h).
 void ParseDescriptor(const uint8_t* json, uint64_t size, Descriptor* out);
 
 struct SafeTensorsHeader;

@@ -1,6 +1,6 @@
 """A descriptor that differs from the record before it only in its id's and
 metadata's values is recognised from that record's descriptor without being
-parsed again (csrc/record/descriptor_stream.cc). Here each crafted record
+parsed again (csrc/record/descriptor_template.cc). Here each crafted record
 keeps its neighbour's descriptor byte for byte outside those values, and is
 read in one batch after the neighbour on one thread, so the fast path meets
 it: what signal_dataset refuses is still refused, and what it accepts reads
