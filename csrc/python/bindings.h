@@ -28,9 +28,9 @@ void BindShardSet(pybind11::module_& m);
 void BindShardTools(pybind11::module_& m);
 // Annotation rows, read in batches beside their records.
 void BindAnnotationRows(pybind11::module_& m);
-// S3Source: shards in object storage, fetched natively.
-void BindS3Source(pybind11::module_& m);
-// The ShardSource behind `source` when it is a native one (an S3Source), else null.
+// ObjectStoreSource: shards in object storage, fetched natively.
+void BindObjectStoreSource(pybind11::module_& m);
+// The ShardSource behind `source` when it is a native one (an ObjectStoreSource), else null.
 std::unique_ptr<sdsl::ShardSource> NativeSourceOf(const pybind11::object& source);
 
 }  // namespace sdsl_python

@@ -9,7 +9,7 @@
 PYBIND11_MODULE(_native, m) {
   m.doc() = "Native core of sds-loader: ArrayRecord shards decoded into batch buffers.";
   pybind11::register_exception_translator(&sdsl_python::TranslateReaderError);
-  sdsl_python::BindS3Source(m);
+  sdsl_python::BindObjectStoreSource(m);
   sdsl_python::BindShardSet(m);
   sdsl_python::BindShardTools(m);
   sdsl_python::BindAnnotationRows(m);

@@ -3,7 +3,7 @@
 // itself (CURLOPT_AWS_SIGV4), or carrying a bearer token (Google Cloud
 // Storage's OAuth 2 access tokens), or anonymous. No retry policy and no
 // store's rules live here: a GET ends with what the server answered or why
-// the transfer failed, and the caller (S3Source) decides what that means.
+// the transfer failed, and the caller (ObjectStoreSource) decides what that means.
 //
 // Connections are kept between calls: each call borrows one multi handle
 // (its own connection cache) from a pool, so a reader's next batch reuses

@@ -1,4 +1,4 @@
-// What an object store's answers mean, for S3Source: the rules that differ
+// What an object store's answers mean, for ObjectStoreSource: the rules that differ
 // between S3 (and S3-compatible stores) and Google Cloud Storage, kept apart
 // from the retries, tails and readahead they share.
 //

@@ -11,7 +11,7 @@ URL per shard) and who is asking (credentials, handed to the native source
 again before they expire). `S3RangeSource` (storage/s3_source.py) and
 `GcsRangeSource` (storage/gcs_source.py) are the two.
 
-What the native source guarantees (see csrc/sources/s3_source.h):
+What the native source guarantees (see csrc/sources/object_store_source.h):
 
 - Every range is the bytes asked for or an error: the answer's length,
   `Content-Range` and the object's version (S3: ETag; GCS: generation) are

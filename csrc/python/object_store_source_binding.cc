@@ -1,4 +1,5 @@
-// S3Source for Python (S3 or Google Cloud Storage, by its `store`): made
+// ObjectStoreSource for Python (S3 or Google Cloud Storage, by its `store`;
+// still `_native.S3Source` there, the name it first had): made
 // from resolved URLs and settings, given fresh credentials by the Python
 // side, and handed to ShardSet, which then reads through it with no Python
 // in the loop. Its own fetch and will_need serve the RangeSource protocol
@@ -12,18 +13,19 @@
 #include <vector>
 
 #include "python/bindings.h"
-#include "sources/s3_source.h"
+#include "sources/object_store_source.h"
 
 namespace py = pybind11;
 
 namespace sdsl_python {
 namespace {
 
-// ShardSet owns its source; an S3Source is shared with the Python object
+// ShardSet owns its source; an ObjectStoreSource is shared with the Python object
 // that sets its credentials and reads its counters.
-class SharedS3Source : public sdsl::ShardSource {
+class SharedObjectStoreSource : public sdsl::ShardSource {
  public:
-  explicit SharedS3Source(std::shared_ptr<sdsl::S3Source> source) : source_(std::move(source)) {}
+  explicit SharedObjectStoreSource(std::shared_ptr<sdsl::ObjectStoreSource> source)
+      : source_(std::move(source)) {}
   size_t num_files() const override { return source_->num_files(); }
   uint64_t Size(size_t file) override { return source_->Size(file); }
   std::string Name(size_t file) const override { return source_->Name(file); }
@@ -40,7 +42,7 @@ class SharedS3Source : public sdsl::ShardSource {
   void OpenShards(const std::vector<size_t>& files) override { source_->OpenShards(files); }
 
  private:
-  std::shared_ptr<sdsl::S3Source> source_;
+  std::shared_ptr<sdsl::ObjectStoreSource> source_;
 };
 
 sdsl::ObjectStoreKind StoreKind(const std::string& store) {
@@ -49,7 +51,7 @@ sdsl::ObjectStoreKind StoreKind(const std::string& store) {
   throw py::value_error("store must be 's3' or 'gcs', not '" + store + "'");
 }
 
-std::shared_ptr<sdsl::S3Source> MakeS3Source(
+std::shared_ptr<sdsl::ObjectStoreSource> MakeObjectStoreSource(
     std::vector<std::string> uris, std::vector<std::string> urls, int max_attempts,
     double backoff_seconds, double backoff_max_seconds, double connect_timeout, double read_timeout,
     size_t requests_in_flight, uint64_t tail_bytes, uint64_t head_bytes, uint64_t readahead_bytes,
@@ -61,7 +63,7 @@ std::shared_ptr<sdsl::S3Source> MakeS3Source(
   }
   if (tail_bytes < 1 || part_bytes < 1)
     throw py::value_error("tail_bytes and part_bytes must be positive");
-  sdsl::S3Settings settings;
+  sdsl::ObjectStoreSettings settings;
   settings.store = StoreKind(store);
   settings.uris = std::move(uris);
   settings.urls = std::move(urls);
@@ -79,10 +81,10 @@ std::shared_ptr<sdsl::S3Source> MakeS3Source(
   settings.cache_limit = cache_limit;
   settings.cache_floor = cache_floor;
   py::gil_scoped_release release;  // a cache directory is created and read
-  return std::make_shared<sdsl::S3Source>(std::move(settings));
+  return std::make_shared<sdsl::ObjectStoreSource>(std::move(settings));
 }
 
-void Fetch(sdsl::S3Source& source, const py::list& requests) {
+void Fetch(sdsl::ObjectStoreSource& source, const py::list& requests) {
   std::vector<sdsl::RangeRequest> ranges;
   std::vector<py::buffer_info> buffers;  // held until the fetch is done
   ranges.reserve(requests.size());
@@ -106,7 +108,7 @@ void Fetch(sdsl::S3Source& source, const py::list& requests) {
   source.Fetch(ranges.data(), ranges.size());
 }
 
-void WillNeed(sdsl::S3Source& source,
+void WillNeed(sdsl::ObjectStoreSource& source,
               const std::vector<std::tuple<size_t, uint64_t, uint64_t>>& wanted) {
   std::vector<sdsl::RangeRequest> ranges;
   for (const auto& [file, offset, size] : wanted) {
@@ -123,23 +125,24 @@ void WillNeed(sdsl::S3Source& source,
 }  // namespace
 
 std::unique_ptr<sdsl::ShardSource> NativeSourceOf(const py::object& source) {
-  if (!py::isinstance<sdsl::S3Source>(source)) return nullptr;
-  return std::make_unique<SharedS3Source>(source.cast<std::shared_ptr<sdsl::S3Source>>());
+  if (!py::isinstance<sdsl::ObjectStoreSource>(source)) return nullptr;
+  return std::make_unique<SharedObjectStoreSource>(
+      source.cast<std::shared_ptr<sdsl::ObjectStoreSource>>());
 }
 
-void BindS3Source(py::module_& m) {
-  py::class_<sdsl::S3Source, std::shared_ptr<sdsl::S3Source>>(
+void BindObjectStoreSource(py::module_& m) {
+  py::class_<sdsl::ObjectStoreSource, std::shared_ptr<sdsl::ObjectStoreSource>>(
       m, "S3Source",
       "Shard byte ranges from S3 or Google Cloud Storage, fetched natively with ranged GETs")
-      .def(py::init(&MakeS3Source), py::arg("uris"), py::arg("urls"), py::arg("max_attempts"),
-           py::arg("backoff_seconds"), py::arg("backoff_max_seconds"), py::arg("connect_timeout"),
-           py::arg("read_timeout"), py::arg("requests_in_flight"), py::arg("tail_bytes"),
-           py::arg("head_bytes"), py::arg("readahead_bytes"), py::arg("part_bytes"),
-           py::arg("store") = "s3", py::arg("cache_dir") = "", py::arg("cache_limit") = 0,
-           py::arg("cache_floor") = uint64_t{1} << 30)
+      .def(py::init(&MakeObjectStoreSource), py::arg("uris"), py::arg("urls"),
+           py::arg("max_attempts"), py::arg("backoff_seconds"), py::arg("backoff_max_seconds"),
+           py::arg("connect_timeout"), py::arg("read_timeout"), py::arg("requests_in_flight"),
+           py::arg("tail_bytes"), py::arg("head_bytes"), py::arg("readahead_bytes"),
+           py::arg("part_bytes"), py::arg("store") = "s3", py::arg("cache_dir") = "",
+           py::arg("cache_limit") = 0, py::arg("cache_floor") = uint64_t{1} << 30)
       .def(
           "set_credentials",
-          [](sdsl::S3Source& source, std::string region, std::string access_key,
+          [](sdsl::ObjectStoreSource& source, std::string region, std::string access_key,
              std::string secret_key, std::string session_token) {
             sdsl::HttpCredentials credentials;
             credentials.region = std::move(region);
@@ -152,7 +155,7 @@ void BindS3Source(py::module_& m) {
           "Credentials for every request from now on; an empty access key sends them unsigned.")
       .def(
           "set_bearer_token",
-          [](sdsl::S3Source& source, std::string token) {
+          [](sdsl::ObjectStoreSource& source, std::string token) {
             sdsl::HttpCredentials credentials;
             credentials.bearer_token = std::move(token);
             source.SetCredentials(std::move(credentials));
@@ -160,31 +163,32 @@ void BindS3Source(py::module_& m) {
           py::arg("token"),
           "An OAuth 2 access token every request carries from now on (Authorization: Bearer); "
           "an empty one sends them anonymous.")
-      .def("size", &sdsl::S3Source::Size, py::arg("file"), py::call_guard<py::gil_scoped_release>())
-      .def("name", &sdsl::S3Source::Name, py::arg("file"))
+      .def("size", &sdsl::ObjectStoreSource::Size, py::arg("file"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("name", &sdsl::ObjectStoreSource::Name, py::arg("file"))
       .def("fetch", &Fetch, py::arg("requests"),
            "Fills each (file, offset, writable buffer) with those bytes of the shard.")
       .def("will_need", &WillNeed, py::arg("ranges"),
            "Starts fetching (file, offset, size) ranges in the background; never raises.")
-      .def("open_shards", &sdsl::S3Source::OpenShards, py::arg("files"),
+      .def("open_shards", &sdsl::ObjectStoreSource::OpenShards, py::arg("files"),
            py::call_guard<py::gil_scoped_release>(),
            "Fetches the footers of these shards that are not open yet, all at once.")
-      .def("wait_readahead", &sdsl::S3Source::WaitForReadahead, py::arg("seconds"),
+      .def("wait_readahead", &sdsl::ObjectStoreSource::WaitForReadahead, py::arg("seconds"),
            py::call_guard<py::gil_scoped_release>(),
            "Waits until the ranges announced so far are fetched; False on timeout.")
-      .def("wait_writes", &sdsl::S3Source::WaitForWrites, py::arg("seconds"),
+      .def("wait_writes", &sdsl::ObjectStoreSource::WaitForWrites, py::arg("seconds"),
            py::call_guard<py::gil_scoped_release>(),
            "Waits until the node-cache writes queued so far are done; False on timeout.")
-      .def("close", &sdsl::S3Source::Close, py::call_guard<py::gil_scoped_release>())
+      .def("close", &sdsl::ObjectStoreSource::Close, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("counters",
-                             [](const sdsl::S3Source& source) {
-                               const sdsl::S3Counters counters = source.counters();
+                             [](const sdsl::ObjectStoreSource& source) {
+                               const sdsl::ObjectStoreCounters counters = source.counters();
                                return py::make_tuple(counters.requests, counters.bytes,
                                                      counters.retries, counters.ahead_hits);
                              })
       .def_property_readonly(
           "cache_counters",
-          [](const sdsl::S3Source& source) -> py::object {
+          [](const sdsl::ObjectStoreSource& source) -> py::object {
             const sdsl::NodeCache* cache = source.node_cache();
             if (cache == nullptr) return py::none();
             const sdsl::NodeCacheCounters counters = cache->counters();
@@ -194,21 +198,21 @@ void BindS3Source(py::module_& m) {
           "(hits, misses, hit_bytes, stored_bytes, waits, dropped) of the node cache, or None")
       .def_property_readonly(
           "cache_warning",
-          [](const sdsl::S3Source& source) {
+          [](const sdsl::ObjectStoreSource& source) {
             const sdsl::NodeCache* cache = source.node_cache();
             return cache == nullptr ? std::string() : cache->warning();
           },
           "Why the node cache is off, or '' while it is on (or none was asked for)")
       .def_property_readonly(
           "cache_limit",
-          [](const sdsl::S3Source& source) -> uint64_t {
+          [](const sdsl::ObjectStoreSource& source) -> uint64_t {
             const sdsl::NodeCache* cache = source.node_cache();
             return cache == nullptr ? 0 : cache->limit();
           },
           "Bytes the node cache may take (0 without one)")
       .def(
           "cache_usage",
-          [](const sdsl::S3Source& source) -> uint64_t {
+          [](const sdsl::ObjectStoreSource& source) -> uint64_t {
             sdsl::NodeCache* cache = source.node_cache();
             return cache == nullptr || !cache->enabled() ? 0 : cache->usage();
           },

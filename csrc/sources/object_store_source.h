@@ -20,7 +20,7 @@
 // - WillNeed fetches the announced ranges on a thread of its own into a
 //   bounded cache (AheadCache) that reads then consume; it never blocks and
 //   never fails.
-// - With a cache directory (S3Settings::cache_dir), what reads and readahead
+// - With a cache directory (ObjectStoreSettings::cache_dir), what reads and readahead
 //   fetch is written to a node cache and later reads of it are served from
 //   there, checked block by block; a shard whose version the store does not
 //   report is not cached.
@@ -29,8 +29,8 @@
 // takes them from signal_dataset's store settings and the standard
 // credential chain (boto3's; google.auth's), and sets fresh credentials
 // before they expire.
-#ifndef SDS_LOADER_SOURCES_S3_SOURCE_H_
-#define SDS_LOADER_SOURCES_S3_SOURCE_H_
+#ifndef SDS_LOADER_SOURCES_OBJECT_STORE_SOURCE_H_
+#define SDS_LOADER_SOURCES_OBJECT_STORE_SOURCE_H_
 
 #include <atomic>
 #include <chrono>
@@ -51,7 +51,7 @@
 
 namespace sdsl {
 
-struct S3Settings {
+struct ObjectStoreSettings {
   ObjectStoreKind store = ObjectStoreKind::kS3;  // whose answers the GETs get
   std::vector<std::string> uris;  // s3://bucket/key (gs://...) of each shard, for messages
   std::vector<std::string> urls;  // the URL each shard's GETs go to
@@ -81,17 +81,17 @@ struct S3Settings {
   uint64_t cache_floor = uint64_t{1} << 30;
 };
 
-struct S3Counters {
+struct ObjectStoreCounters {
   uint64_t requests = 0;
   uint64_t bytes = 0;
   uint64_t retries = 0;
   uint64_t ahead_hits = 0;  // requests served from the readahead cache
 };
 
-class S3Source : public ShardSource, public ForkGuarded {
+class ObjectStoreSource : public ShardSource, public ForkGuarded {
  public:
-  explicit S3Source(S3Settings settings);
-  ~S3Source() override;
+  explicit ObjectStoreSource(ObjectStoreSettings settings);
+  ~ObjectStoreSource() override;
 
   size_t num_files() const override { return settings_.urls.size(); }
   std::string Name(size_t file) const override { return settings_.uris.at(file); }
@@ -110,7 +110,7 @@ class S3Source : public ShardSource, public ForkGuarded {
   // Waits until the node-cache writes queued before the call are done;
   // false when `seconds` pass first.
   bool WaitForWrites(double seconds);
-  S3Counters counters() const;
+  ObjectStoreCounters counters() const;
   // The node cache, or null when none was asked for.
   NodeCache* node_cache() const { return cache_.get(); }
   // Drops connections and cached bytes; reads after it start afresh. A read
@@ -154,7 +154,7 @@ class S3Source : public ShardSource, public ForkGuarded {
   // Writes fetched gaps to the node cache, back-to-back ones as one entry.
   void StoreGaps(std::vector<std::pair<size_t, NodeCache::Gap>> gaps);
 
-  const S3Settings settings_;
+  const ObjectStoreSettings settings_;
   HttpClient client_;
   AheadCache ahead_;
   const std::unique_ptr<NodeCache> cache_;
@@ -185,4 +185,4 @@ class S3Source : public ShardSource, public ForkGuarded {
 
 }  // namespace sdsl
 
-#endif  // SDS_LOADER_SOURCES_S3_SOURCE_H_
+#endif  // SDS_LOADER_SOURCES_OBJECT_STORE_SOURCE_H_

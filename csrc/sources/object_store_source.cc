@@ -1,4 +1,4 @@
-#include "sources/s3_source.h"
+#include "sources/object_store_source.h"
 
 #include <algorithm>
 #include <charconv>
@@ -53,7 +53,7 @@ std::string RangeHeader(uint64_t first, uint64_t size) {
 
 }  // namespace
 
-struct S3Source::Tail {
+struct ObjectStoreSource::Tail {
   uint64_t start = 0;  // where `data` begins in the shard
   std::string data;    // the shard's last bytes
   std::string head;    // its first bytes; empty when `data` holds them or they were not read
@@ -75,16 +75,16 @@ struct S3Get {
 
 // Runs GETs to their end, retrying what may succeed later; throws a storage
 // error for what will not.
-class S3Source::Attempts {
+class ObjectStoreSource::Attempts {
  public:
   // `spent`: attempts already used up (waiting for an announcement that stalled).
-  explicit Attempts(S3Source& source, int spent = 0)
+  explicit Attempts(ObjectStoreSource& source, int spent = 0)
       : source_(source), closes_(source.closes_.load()), spent_(spent) {}
 
   // `optional` GETs go out with the first attempt of `pending`, are never
   // tried again, and never fail the call: each says in `ok` how it ended.
   void Run(std::vector<S3Get*> pending, std::vector<S3Get*> optional = {}) {
-    const S3Settings& settings = source_.settings_;
+    const ObjectStoreSettings& settings = source_.settings_;
     std::mt19937_64 jitter(std::random_device{}());
     for (int attempt = spent_; attempt < settings.max_attempts && !pending.empty(); ++attempt) {
       if (source_.closes_.load() != closes_) {
@@ -195,12 +195,12 @@ class S3Source::Attempts {
     return true;
   }
 
-  S3Source& source_;
+  ObjectStoreSource& source_;
   const uint64_t closes_;
   const int spent_;
 };
 
-S3Source::S3Source(S3Settings settings)
+ObjectStoreSource::ObjectStoreSource(ObjectStoreSettings settings)
     : settings_(std::move(settings)),
       client_(settings_.http),
       ahead_(settings_.readahead_bytes),
@@ -222,15 +222,15 @@ S3Source::S3Source(S3Settings settings)
   StartGuarding();
 }
 
-S3Source::~S3Source() { StopGuarding(); }
+ObjectStoreSource::~ObjectStoreSource() { StopGuarding(); }
 
-void S3Source::LockForFork() { mutex_.lock(); }
+void ObjectStoreSource::LockForFork() { mutex_.lock(); }
 
-void S3Source::UnlockInParent() { mutex_.unlock(); }
+void ObjectStoreSource::UnlockInParent() { mutex_.unlock(); }
 
-void S3Source::ResetInChild() { mutex_.unlock(); }
+void ObjectStoreSource::ResetInChild() { mutex_.unlock(); }
 
-std::shared_ptr<NodeCache::Object> S3Source::CachedObject(size_t file) {
+std::shared_ptr<NodeCache::Object> ObjectStoreSource::CachedObject(size_t file) {
   Shard shard;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -265,7 +265,7 @@ class ClaimRelease {
 
 }  // namespace
 
-void S3Source::StoreGaps(std::vector<std::pair<size_t, NodeCache::Gap>> gaps) {
+void ObjectStoreSource::StoreGaps(std::vector<std::pair<size_t, NodeCache::Gap>> gaps) {
   // Runs of back-to-back gaps (a chunk's header and payload go to different
   // buffers) become one entry, not one per buffer. Their bytes are copied
   // (the buffers are the caller's) and written on the writer thread, off
@@ -325,18 +325,18 @@ void S3Source::StoreGaps(std::vector<std::pair<size_t, NodeCache::Gap>> gaps) {
   if (!posted) store();
 }
 
-S3Source::Shard S3Source::ShardOf(size_t file) {
+ObjectStoreSource::Shard ObjectStoreSource::ShardOf(size_t file) {
   std::lock_guard<std::mutex> lock(mutex_);
   return shards_.at(file);
 }
 
-void S3Source::SetCredentials(HttpCredentials credentials) {
+void ObjectStoreSource::SetCredentials(HttpCredentials credentials) {
   identified_ = credentials.identified();
   client_.SetCredentials(std::move(credentials));
 }
 
-S3Counters S3Source::counters() const {
-  S3Counters counters;
+ObjectStoreCounters ObjectStoreSource::counters() const {
+  ObjectStoreCounters counters;
   counters.requests = requests_.load();
   counters.bytes = bytes_.load();
   counters.retries = retries_.load();
@@ -344,7 +344,7 @@ S3Counters S3Source::counters() const {
   return counters;
 }
 
-void S3Source::Close() {
+void ObjectStoreSource::Close() {
   ++closes_;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -355,9 +355,9 @@ void S3Source::Close() {
   client_.DropConnections();
 }
 
-void S3Source::OpenShards(const std::vector<size_t>& files) { OpenTails(files); }
+void ObjectStoreSource::OpenShards(const std::vector<size_t>& files) { OpenTails(files); }
 
-std::vector<std::shared_ptr<const S3Source::Tail>> S3Source::OpenTails(
+std::vector<std::shared_ptr<const ObjectStoreSource::Tail>> ObjectStoreSource::OpenTails(
     const std::vector<size_t>& files) {
   std::vector<std::shared_ptr<const Tail>> opened(files.size());
   std::vector<size_t> wanted;
@@ -425,8 +425,8 @@ class UrlLocks {
 
 }  // namespace
 
-std::vector<S3Source::TailAnswer> S3Source::FetchTails(const std::vector<size_t>& wanted,
-                                                       bool from_cache) {
+std::vector<ObjectStoreSource::TailAnswer> ObjectStoreSource::FetchTails(
+    const std::vector<size_t>& wanted, bool from_cache) {
   NodeCache* const cache = cache_ != nullptr && cache_->enabled() ? cache_.get() : nullptr;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -525,8 +525,9 @@ std::vector<S3Source::TailAnswer> S3Source::FetchTails(const std::vector<size_t>
   return answers;
 }
 
-bool S3Source::ReadCachedTail(size_t file, const std::string& known_version, uint64_t known_size,
-                              TailAnswer* answer, std::chrono::steady_clock::time_point deadline) {
+bool ObjectStoreSource::ReadCachedTail(size_t file, const std::string& known_version,
+                                       uint64_t known_size, TailAnswer* answer,
+                                       std::chrono::steady_clock::time_point deadline) {
   if (answer->version.empty() || answer->version != known_version || answer->size != known_size)
     return false;
   const std::shared_ptr<NodeCache::Object> object =
@@ -555,7 +556,7 @@ bool S3Source::ReadCachedTail(size_t file, const std::string& known_version, uin
   return true;
 }
 
-uint64_t S3Source::Size(size_t file) {
+uint64_t ObjectStoreSource::Size(size_t file) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const Shard& shard = shards_.at(file);
@@ -565,7 +566,7 @@ uint64_t S3Source::Size(size_t file) {
   return ShardOf(file).size;
 }
 
-FetchPlan S3Source::PlanBatch(const RangeRequest* ranges, size_t count) {
+FetchPlan ObjectStoreSource::PlanBatch(const RangeRequest* ranges, size_t count) {
   FetchPlan plan;
   plan.gather_bytes = uint64_t{16} << 20;
   if (cache_ == nullptr || !cache_->enabled()) return plan;
@@ -580,7 +581,7 @@ FetchPlan S3Source::PlanBatch(const RangeRequest* ranges, size_t count) {
   return plan;
 }
 
-void S3Source::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*plan*/) {
+void ObjectStoreSource::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*plan*/) {
   // What the tail, the head and the readahead cache do not hold is fetched:
   // back-to-back requests of one shard as one range, long ranges in parts.
   // A batch's requests come shard by shard: each shard's tail is looked up
@@ -673,7 +674,7 @@ void S3Source::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*pl
   }
 }
 
-void S3Source::FetchParts(std::vector<RangeRequest>& requests, int attempts_spent) {
+void ObjectStoreSource::FetchParts(std::vector<RangeRequest>& requests, int attempts_spent) {
   std::vector<S3Get> gets;
   gets.reserve(requests.size() + 8);
   auto add_part = [&](size_t file, uint64_t offset, uint64_t size, uint8_t* dst, bool extend) {
@@ -715,7 +716,7 @@ void S3Source::FetchParts(std::vector<RangeRequest>& requests, int attempts_spen
   Attempts(*this, attempts_spent).Run(std::move(pending));
 }
 
-void S3Source::WillNeed(const RangeRequest* ranges, size_t count) {
+void ObjectStoreSource::WillNeed(const RangeRequest* ranges, size_t count) {
   std::vector<AheadCache::Wanted> wanted;
   for (size_t k = 0; k < count; ++k) {
     if (ranges[k].file >= shards_.size()) continue;
@@ -759,7 +760,7 @@ void S3Source::WillNeed(const RangeRequest* ranges, size_t count) {
   for (const auto& range : reserved) ahead_.Finish(range, false);
 }
 
-bool S3Source::WaitForReadahead(double seconds) {
+bool ObjectStoreSource::WaitForReadahead(double seconds) {
   const auto deadline = TaskThread::DeadlineAfter(seconds);
   for (const auto& thread : readahead_) {
     if (!thread->WaitForEarlier(deadline)) return false;
@@ -767,11 +768,11 @@ bool S3Source::WaitForReadahead(double seconds) {
   return writer_->WaitForEarlier(deadline);
 }
 
-bool S3Source::WaitForWrites(double seconds) {
+bool ObjectStoreSource::WaitForWrites(double seconds) {
   return writer_->WaitForEarlier(TaskThread::DeadlineAfter(seconds));
 }
 
-void S3Source::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges) {
+void ObjectStoreSource::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges) {
   size_t finished = 0;
   std::vector<std::pair<size_t, NodeCache::Gap>> gaps;
   ClaimRelease release(cache_.get(), &gaps);
