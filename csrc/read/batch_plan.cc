@@ -1,6 +1,7 @@
 #include "read/batch_plan.h"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <iterator>
 #include <string>
@@ -37,8 +38,7 @@ std::vector<SortedRow> SortedRows(const int64_t* files, const int64_t* shard_rec
 
 // Plans the rows sorted[first, last) into `plan`.
 void PlanRows(const std::vector<SortedRow>& sorted, size_t first, size_t last,
-              const int64_t* ordinals, const ShardOpener& open, const int64_t* starts,
-              BatchPlan* out) {
+              const int64_t* ordinals, ShardCache& shards, const int64_t* starts, BatchPlan* out) {
   BatchPlan& plan = *out;
   // At most a run a row; a huge batch of few runs grows as it needs.
   plan.runs.reserve(std::min<size_t>(last - first, 4096));
@@ -48,7 +48,7 @@ void PlanRows(const std::vector<SortedRow>& sorted, size_t first, size_t last,
     const size_t row = sorted[k].row;
     if (sorted[k].file != shard_file) {
       shard_file = sorted[k].file;
-      shard = open(static_cast<size_t>(shard_file));
+      shard = &shards.Kept(static_cast<size_t>(shard_file));
     }
     if (shard->index.transposed_footer) {
       plan.unsupported_rows.push_back(row);
@@ -119,23 +119,36 @@ std::vector<size_t> ShardCuts(const std::vector<SortedRow>& sorted, size_t piece
 
 }  // namespace
 
-BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
-                    size_t count, const ShardOpener& open, const int64_t* starts,
-                    const PieceRunner& run_pieces, size_t pieces) {
-  const std::vector<SortedRow> sorted = SortedRows(files, shard_records, starts, count);
+BatchPlan PlanBatch(const Batch& batch, ShardCache& shards, WorkerPool& workers) {
+  const size_t count = batch.count;
+  const int threads = batch.threads;
+  const int64_t* const starts = batch.layout->window.starts;
+  const std::vector<SortedRow> sorted = SortedRows(batch.files, batch.shard_records, starts, count);
+  // The threads plan a large batch piece by piece, several pieces each, so
+  // that one slower to start or to reach memory (its cache holds none of the
+  // rows the caller has just sorted) takes fewer; a small one is planned here.
+  const size_t pieces = threads < 2
+                            ? 1
+                            : std::min<size_t>(kPlanPiecesPerThread * static_cast<size_t>(threads),
+                                               count / kRowsPerPlanPiece);
   BatchPlan plan;
-  if (!run_pieces || pieces < 2 || count < 2) {
-    PlanRows(sorted, 0, count, ordinals, open, starts, &plan);
+  if (pieces < 2) {
+    PlanRows(sorted, 0, count, batch.ordinals, shards, starts, &plan);
     return plan;
   }
   const std::vector<size_t> cuts = ShardCuts(sorted, pieces);
   std::vector<BatchPlan> planned(cuts.size() - 1);
   std::vector<std::exception_ptr> errors(planned.size());
-  run_pieces(planned.size(), [&](size_t piece) {
-    try {
-      PlanRows(sorted, cuts[piece], cuts[piece + 1], ordinals, open, starts, &planned[piece]);
-    } catch (...) {
-      errors[piece] = std::current_exception();
+  std::atomic<size_t> next{0};
+  const size_t helpers = std::min<size_t>(planned.size(), static_cast<size_t>(threads)) - 1;
+  workers.Run(helpers, [&]() {
+    for (size_t piece = next++; piece < planned.size(); piece = next++) {
+      try {
+        PlanRows(sorted, cuts[piece], cuts[piece + 1], batch.ordinals, shards, starts,
+                 &planned[piece]);
+      } catch (...) {
+        errors[piece] = std::current_exception();
+      }
     }
   });
   // The error the whole batch planned in one piece would have met first.

@@ -10,22 +10,15 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <memory>
 #include <vector>
 
 #include "base/inline_vector.h"
-#include "container/array_record_index.h"
+#include "base/worker_pool.h"
+#include "read/record_decoder.h"
+#include "read/shard_cache.h"
 #include "read/verified_chunks.h"
-#include "sources/shard_file.h"
 
 namespace sdsl {
-
-struct OpenShard {
-  std::unique_ptr<ShardFile> file;
-  ShardIndex index;
-  VerifiedChunks verified;  // sized to the index's chunks when opened
-};
 
 // The rows one record fills. Almost always one: it is held inline, since a
 // vector per record cost a malloc and a free for every record of a batch.
@@ -88,29 +81,38 @@ struct BatchPlan {
   std::vector<size_t> unsupported_rows;  // shards this core cannot decode
 };
 
-// The shard numbered `file`, which must outlive the plan.
-using ShardOpener = std::function<const OpenShard*(size_t file)>;
-
 // Runs larger than this are split, so one pread never needs more scratch than
 // a chunk plus this, and threads get work to share.
 constexpr uint64_t kMaxRunBytes = 2 << 20;
 
-// Calls plan_piece(p) once for each p < pieces, on whichever threads it
-// has, and returns when every call has returned; plan_piece never throws.
-using PieceRunner =
-    std::function<void(size_t pieces, const std::function<void(size_t piece)>& plan_piece)>;
+// A batch is planned on several threads only in pieces of at least this
+// many rows: below, waking a helper costs more than the planning it takes.
+constexpr size_t kRowsPerPlanPiece = 32;
+constexpr size_t kPlanPiecesPerThread = 4;
 
-// Throws a corrupt error (naming the shard and the ordinal) for a record the
-// shard does not hold.
-// With `starts` (a window's start per row), repeats of a record fold into
-// one decode only when their windows start at the same place.
-// With `run_pieces`, the sorted rows are cut into up to `pieces` pieces at
-// shard boundaries and planned through it (on several threads, say): the
-// plan is the same, and opening the shards and building the runs of a large
-// batch of short records, a tenth of its time on one thread, is shared.
-BatchPlan PlanBatch(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
-                    size_t count, const ShardOpener& open, const int64_t* starts = nullptr,
-                    const PieceRunner& run_pieces = nullptr, size_t pieces = 1);
+// One read(): a record a row (the shard's number, the record's number in
+// it, and its ordinal, which errors name), where the rows go, and how they
+// are checked. Rows this core cannot decode get needs_fallback[row] = 1.
+struct Batch {
+  const int64_t* files = nullptr;
+  const int64_t* shard_records = nullptr;
+  const int64_t* ordinals = nullptr;
+  size_t count = 0;
+  const BatchLayout* layout = nullptr;
+  Verify verify = Verify::kEveryRead;
+  int threads = 1;
+  uint8_t* needs_fallback = nullptr;
+};
+
+// Plans `batch`, opening its shards through `shards`. Throws a corrupt error
+// (naming the shard and the ordinal) for a record the shard does not hold.
+// With a window, repeats of a record fold into one decode only when their
+// windows start at the same place. With batch.threads > 1 a large batch is
+// cut into pieces at shard boundaries and planned on the caller's thread and
+// `workers`: the plan is the same, and opening the shards and building the
+// runs of a large batch of short records, a tenth of its time on one
+// thread, is shared.
+BatchPlan PlanBatch(const Batch& batch, ShardCache& shards, WorkerPool& workers);
 
 }  // namespace sdsl
 

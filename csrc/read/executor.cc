@@ -8,6 +8,11 @@
 #include <thread>
 #include <utility>
 
+#include "base/reader_error.h"
+#include "container/riegeli_layout.h"
+#include "read/run_decoder.h"
+#include "read/window_read.h"
+
 namespace sdsl {
 namespace {
 
@@ -73,10 +78,31 @@ std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint6
   return slices;
 }
 
+// Whether `run` fetches only the bytes it needs, and is not fetched whole: a
+// window of a large record, or a warm local run whose tensors are read
+// straight into rows. Reading a chunk straight into rows takes two reads of
+// it, one after the other: cheap from local files in the page cache; from a
+// disk, or from anywhere else, the chunk is better fetched with the batch's
+// other runs, many reads in flight (`gathering`), and its tensors copied
+// from there.
+bool ReadsItself(const Run& run, const Batch& batch, bool local, bool gathering) {
+  return ReadsWindowsOnly(run, *batch.layout, batch.verify) ||
+         (local && !gathering && run.into_rows);
+}
+
+[[noreturn]] void FetchFailed(const Run& run, const Batch& batch, const ReaderError& error) {
+  RethrowForRecord(run, run.chunks.front().records.front(), batch.ordinals, error);
+}
+
 void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const FetchPlan& plan,
-                    ShardSource& source, const RunWork& work, WorkerScratch* scratch) {
+                    const Batch& batch, ShardSource& source, WorkerScratch* scratch) {
+  // A local source reads back-to-back requests into several buffers as one
+  // range (preadv): each run is fetched with its block headers set aside
+  // (FileRange::block_headers), so that a chunk's data lies in one piece and
+  // is never gathered again before decoding.
+  const bool local = source.ReadsLocalFiles();
   // What each run of the slice takes in scratch: nothing for a run that
-  // reads itself; its bytes without their block headers where the work
+  // reads itself; its bytes without their block headers where the source
   // allows it and the run does not begin inside one (only a damaged footer
   // points there); else its bytes as they lie.
   struct RunFetch {
@@ -91,9 +117,9 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
   for (size_t r = slice.first; r < slice.last; ++r) {
     const Run& run = runs[r];
     RunFetch& fetch = fetches[r - slice.first];
-    fetch.fetched = !work.reads_itself || !work.reads_itself(run, *scratch, plan.gather_bytes > 0);
+    fetch.fetched = !ReadsItself(run, batch, local, plan.gather_bytes > 0);
     if (!fetch.fetched) continue;
-    fetch.split = work.split_block_headers && !BeginsInsideBlockHeader(run.begin);
+    fetch.split = local && !BeginsInsideBlockHeader(run.begin);
     fetch.layout = fetch.split ? LayoutWithoutBlockHeaders(run.begin, run.end)
                                : StrippedLayout{RunBytes(run), 0};
     data_bytes += fetch.layout.data_bytes;
@@ -116,7 +142,7 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
     try {
       run.shard->file->CheckRange(run.begin, RunBytes(run));
     } catch (const ReaderError& error) {
-      work.fetch_failed(run, error);
+      FetchFailed(run, batch, error);
     }
     const size_t file = run.file;
     requested.emplace_back(r, requests.size());
@@ -133,7 +159,7 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
   try {
     if (!requests.empty()) source.Fetch(requests.data(), requests.size(), plan);
   } catch (const ReaderError& error) {
-    if (requested.size() == 1) work.fetch_failed(runs[requested[0].first], error);
+    if (requested.size() == 1) FetchFailed(runs[requested[0].first], batch, error);
     // Fetch again one run at a time, to name the record the failure reached.
     for (size_t k = 0; k < requested.size(); ++k) {
       const size_t first = requested[k].second;
@@ -141,22 +167,23 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
       try {
         source.Fetch(&requests[first], last - first, plan);
       } catch (const ReaderError& again) {
-        work.fetch_failed(runs[requested[k].first], again);
+        FetchFailed(runs[requested[k].first], batch, again);
       }
     }
   }
   for (size_t r = slice.first; r < slice.last; ++r) {
     const RunFetch& fetch = fetches[r - slice.first];
-    work.decode(runs[r], fetch.fetched ? &fetch.bytes : nullptr, scratch);
+    DecodeRun(runs[r], fetch.fetched ? &fetch.bytes : nullptr, *batch.layout, batch.ordinals,
+              batch.verify, batch.needs_fallback, scratch);
   }
 }
 
 }  // namespace
 
-size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& source,
-                   ScratchPool* scratch_pool, WorkerPool* workers, const RunWork& work) {
+size_t ExecuteRuns(const std::vector<Run>& runs, const Batch& batch, ShardSource& source,
+                   ScratchPool& scratch_pool, WorkerPool& workers, uint64_t work_per_helper) {
   if (runs.empty()) return 0;
-  const size_t parallel = std::min<size_t>(std::max(threads, 1), runs.size());
+  const size_t parallel = std::min<size_t>(std::max(batch.threads, 1), runs.size());
   std::vector<RangeRequest> ranges;
   ranges.reserve(runs.size());
   for (const Run& run : runs) {
@@ -167,7 +194,7 @@ size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& sourc
   // keeps more of them in flight, however little decoding there is. A warm
   // one wakes only helpers that have enough to do, and is sliced for them.
   size_t helpers = parallel - 1;
-  if (plan.gather_bytes == 0) helpers = HelpersWorthWaking(runs, helpers, work.work_per_helper);
+  if (plan.gather_bytes == 0) helpers = HelpersWorthWaking(runs, helpers, work_per_helper);
   const std::vector<Slice> slices =
       SliceRuns(runs, plan.gather_bytes == 0 ? helpers + 1 : parallel, plan.gather_bytes);
   helpers = std::min(helpers, slices.size() - 1);
@@ -182,11 +209,11 @@ size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& sourc
     const bool helper = std::this_thread::get_id() != caller;
     size_t helped = 0;
     try {
-      scratch = scratch_pool->Acquire();
+      scratch = scratch_pool.Acquire();
       // Runs that read themselves fetch through the scratch: they follow this batch's plan.
       scratch->fetch_plan = plan;
       for (size_t s = next_slice++; s < slices.size() && !failed; s = next_slice++) {
-        FetchAndDecode(runs, slices[s], plan, source, work, scratch.get());
+        FetchAndDecode(runs, slices[s], plan, batch, source, scratch.get());
         if (helper) helped += slices[s].last - slices[s].first;
       }
     } catch (...) {
@@ -197,10 +224,10 @@ size_t ExecuteRuns(const std::vector<Run>& runs, int threads, ShardSource& sourc
     helped_runs += helped;
     if (scratch) {
       scratch->fetch_plan = FetchPlan{};
-      scratch_pool->Release(std::move(scratch));
+      scratch_pool.Release(std::move(scratch));
     }
   };
-  workers->Run(helpers, worker);
+  workers.Run(helpers, worker);
   if (first_error) std::rethrow_exception(first_error);
   return helped_runs;
 }

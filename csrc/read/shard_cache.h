@@ -14,10 +14,20 @@
 #include <vector>
 
 #include "base/fork_guard.h"
-#include "read/batch_plan.h"
+#include "container/array_record_index.h"
+#include "read/verified_chunks.h"
+#include "sources/shard_file.h"
 #include "sources/shard_source.h"
 
 namespace sdsl {
+
+// One shard as the cache keeps it: its handle, its footer's index, and the
+// chunks this process has verified.
+struct OpenShard {
+  std::unique_ptr<ShardFile> file;
+  ShardIndex index;
+  VerifiedChunks verified;  // sized to the index's chunks when opened
+};
 
 class ShardCache : public ForkGuarded {
  public:

@@ -4,8 +4,6 @@
 #include <cstring>
 
 #include "read/executor.h"
-#include "read/run_decoder.h"
-#include "read/window_read.h"
 #include "sources/local_source.h"
 #include "sources/readahead.h"
 
@@ -22,24 +20,9 @@ ShardSet::ShardSet(std::unique_ptr<ShardSource> source, Verify verify,
 void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
                     size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback) {
   std::memset(needs_fallback, 0, count);
-  // The threads plan a large batch piece by piece, several pieces each, so
-  // that one slower to start or to reach memory (its cache holds none of the
-  // rows the caller has just sorted) takes fewer; a small one is planned here.
-  const size_t pieces = threads < 2
-                            ? 1
-                            : std::min<size_t>(kPlanPiecesPerThread * static_cast<size_t>(threads),
-                                               count / kRowsPerPlanPiece);
-  const PieceRunner run_pieces = [this, threads](size_t planned,
-                                                 const std::function<void(size_t)>& plan_piece) {
-    std::atomic<size_t> next{0};
-    const size_t helpers = std::min<size_t>(planned, static_cast<size_t>(threads)) - 1;
-    workers_.Run(helpers, [&]() {
-      for (size_t piece = next++; piece < planned; piece = next++) plan_piece(piece);
-    });
-  };
-  const BatchPlan plan = PlanBatch(
-      files, shard_records, ordinals, count, [this](size_t file) { return &shards_.Kept(file); },
-      layout.window.starts, run_pieces, pieces);
+  const Batch batch{files,   shard_records, ordinals, count,
+                    &layout, verify_,       threads,  needs_fallback};
+  const BatchPlan plan = PlanBatch(batch, shards_, workers_);
   for (size_t row : plan.unsupported_rows) needs_fallback[row] = 1;
   // Runs of one shard are consecutive: each shard's identity is looked at
   // once a batch, before any thread trusts its marks.
@@ -50,24 +33,7 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
       renewed = run.shard;
     }
   }
-  RunWork work;
-  work.decode = [&](const Run& run, const FileRange* fetched, WorkerScratch* scratch) {
-    DecodeRun(run, fetched, layout, ordinals, verify_, needs_fallback, scratch);
-  };
-  // Reading a chunk straight into rows takes two reads of it, one after the
-  // other: cheap from local files in the page cache; from a disk, or from
-  // anywhere else, the chunk is better fetched with the batch's other runs,
-  // many reads in flight, and its tensors copied from there.
-  const bool local = dynamic_cast<const LocalSource*>(source_.get()) != nullptr;
-  work.reads_itself = [&, local](const Run& run, const WorkerScratch&, bool gathering) {
-    return ReadsWindowsOnly(run, layout, verify_) || (local && !gathering && run.into_rows);
-  };
-  work.fetch_failed = [&](const Run& run, const ReaderError& error) {
-    RethrowForRecord(run, run.chunks.front().records.front(), ordinals, error);
-  };
-  work.work_per_helper = work_per_helper_;
-  work.split_block_headers = local;
-  if (ExecuteRuns(plan.runs, threads, *source_, &scratch_, &workers_, work) > 0) {
+  if (ExecuteRuns(plan.runs, batch, *source_, scratch_, workers_, work_per_helper_) > 0) {
     helped_batches_.fetch_add(1, std::memory_order_relaxed);
   }
 }

@@ -24,11 +24,6 @@
 
 namespace sdsl {
 
-// A batch is planned on several threads only in pieces of at least this
-// many rows: below, waking a helper costs more than the planning it takes.
-constexpr size_t kRowsPerPlanPiece = 32;
-constexpr size_t kPlanPiecesPerThread = 4;
-
 class ShardSet {
  public:
   // Announcements waiting for the set's announcement thread; past this they

@@ -43,6 +43,7 @@ class LocalSource : public ShardSource, public ForkGuarded {
   // closed it): a file replaced under its path is seen once it is reopened,
   // one rewritten in place by its size or modification time.
   uint64_t Identity(size_t file) override;
+  bool ReadsLocalFiles() const override { return true; }
   size_t HeldBytes() const override {
     return names_.HeldBytes() + rules_.declared_sizes.capacity() * sizeof(int64_t);
   }

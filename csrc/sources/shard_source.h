@@ -73,6 +73,12 @@ class ShardSource {
   // storage: a request for a replaced object is refused). Throws as Size does.
   virtual uint64_t Identity(size_t /*file*/) { return 0; }
 
+  // Whether a fetch is a system call on a local file rather than a request
+  // in flight: back-to-back requests into several buffers are then read as
+  // one range (one preadv), and two reads of a chunk one after the other,
+  // from the page cache, cost less than copying it out of a fetched run.
+  virtual bool ReadsLocalFiles() const { return false; }
+
   // Bytes the source keeps for its shards (names, sizes), for accounting.
   virtual size_t HeldBytes() const { return 0; }
 
