@@ -69,40 +69,21 @@ uint64_t DecodeRecordSizes(const uint8_t* sizes, const uint8_t* end, const Chunk
   return total;
 }
 
-void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size, std::vector<uint8_t>* scratch,
-                      SimpleChunk* out) {
-  const ChunkHeader& header = chunk.header;
-  const Pieces& data = chunk.data;
+namespace {
+
+void CheckDecodedLimit(const ChunkHeader& header, uint64_t max_decoded_size) {
   if (header.decoded_data_size > max_decoded_size) {
     Corrupt("chunk claims " + std::to_string(header.decoded_data_size) +
             " decoded bytes, over the limit of " + std::to_string(max_decoded_size));
   }
-  // num_records needs no check of its own here: Riegeli pads a chunk to at
-  // least one byte per record, and ReadChunk has bounded that extent.
-  uint8_t first[11];
-  const uint64_t held = std::min<uint64_t>(sizeof(first), data.total);
-  CopyFromPieces(data, 0, held, first);
-  SimpleChunkHead head;
-  if (!ParseSimpleChunkHead(first, held, data.total, &head))
-    Corrupt("malformed record sizes length");
-  out->compression = head.compression;
+}
 
-  // The sizes buffer: num_records varints, compressed like the values.
-  // Read in place when the sizes lie in one piece (a chunk read with its
-  // block headers set aside always is); gathered only when a block header
-  // splits them. A chunk of one short record must not pay an allocation here.
-  Pieces& sizes_pieces = out->parts;
-  SliceOfPieces(data, head.sizes_begin, head.sizes_size, &sizes_pieces);
-  std::vector<uint8_t> gathered_sizes;
-  const uint8_t* sizes_begin;
-  if (sizes_pieces.spans.size() == 1) {
-    sizes_begin = sizes_pieces.spans[0].data;
-  } else {
-    gathered_sizes.resize(static_cast<size_t>(head.sizes_size));
-    CopyFromPieces(sizes_pieces, 0, head.sizes_size, gathered_sizes.data());
-    sizes_begin = gathered_sizes.data();
-  }
-  const uint8_t* sizes_end = sizes_begin + head.sizes_size;
+// The record sizes at [sizes_begin, sizes_end), compressed as `head` says,
+// into out's sizes and offsets. `out->parts` is free for working pieces.
+void DecodeSizes(const ChunkHeader& header, const SimpleChunkHead& head, const uint8_t* sizes_begin,
+                 const uint8_t* sizes_end, std::vector<uint8_t>* scratch, SimpleChunk* out) {
+  out->compression = head.compression;
+  out->values_begin = head.values_begin();
   if (head.compression != kNoCompression) {
     uint64_t decoded_sizes_size;
     const uint8_t* p = sizes_begin;
@@ -121,13 +102,64 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size, std::vector
     sizes_begin = scratch->data();
     sizes_end = sizes_begin + scratch->size();
   }
-  const uint64_t total =
-      DecodeRecordSizes(sizes_begin, sizes_end, header, &out->offsets, &out->sizes);
-  out->decoded_size = total;
+  out->decoded_size = DecodeRecordSizes(sizes_begin, sizes_end, header, &out->offsets, &out->sizes);
+}
 
-  uint64_t cursor = head.values_begin();
+}  // namespace
+
+void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size, std::vector<uint8_t>* scratch,
+                      SimpleChunk* out) {
+  const ChunkHeader& header = chunk.header;
+  const Pieces& data = chunk.data;
+  CheckDecodedLimit(header, max_decoded_size);
+  // num_records needs no check of its own here: Riegeli pads a chunk to at
+  // least one byte per record, and ReadChunk has bounded that extent.
+  uint8_t first[11];
+  const uint64_t held = std::min<uint64_t>(sizeof(first), data.total);
+  CopyFromPieces(data, 0, held, first);
+  SimpleChunkHead head;
+  if (!ParseSimpleChunkHead(first, held, data.total, &head))
+    Corrupt("malformed record sizes length");
+
+  // The sizes buffer: num_records varints, compressed like the values.
+  // Read in place when the sizes lie in one piece (a chunk read with its
+  // block headers set aside always is); gathered only when a block header
+  // splits them. A chunk of one short record must not pay an allocation here.
+  Pieces& sizes_pieces = out->parts;
+  SliceOfPieces(data, head.sizes_begin, head.sizes_size, &sizes_pieces);
+  std::vector<uint8_t> gathered_sizes;
+  const uint8_t* sizes_begin;
+  if (sizes_pieces.spans.size() == 1) {
+    sizes_begin = sizes_pieces.spans[0].data;
+  } else {
+    gathered_sizes.resize(static_cast<size_t>(head.sizes_size));
+    CopyFromPieces(sizes_pieces, 0, head.sizes_size, gathered_sizes.data());
+    sizes_begin = gathered_sizes.data();
+  }
+  DecodeSizes(header, head, sizes_begin, sizes_begin + head.sizes_size, scratch, out);
+  FinishSimpleChunk(chunk, out);
+}
+
+bool ParseSimpleChunkSizes(const ChunkHeader& header, const uint8_t* data, uint64_t available,
+                           uint64_t max_decoded_size, std::vector<uint8_t>* scratch,
+                           SimpleChunk* out) {
+  CheckDecodedLimit(header, max_decoded_size);
+  SimpleChunkHead head;
+  if (!ParseSimpleChunkHead(data, available, header.data_size, &head)) return false;
+  if (head.values_begin() > available) return false;
+  DecodeSizes(header, head, data + head.sizes_begin, data + head.values_begin(), scratch, out);
+  return true;
+}
+
+void FinishSimpleChunk(const Chunk& chunk, SimpleChunk* out) {
+  const Pieces& data = chunk.data;
+  const uint64_t total = out->decoded_size;
+  // The sizes were parsed from the data's first bytes, perhaps before the
+  // rest was read: the data held now must reach at least past them.
+  if (out->values_begin > data.total) Corrupt("record sizes run past the chunk");
+  uint64_t cursor = out->values_begin;
   uint64_t values_size = data.total - cursor;
-  if (head.compression != kNoCompression) {
+  if (out->compression != kNoCompression) {
     uint64_t declared;
     const size_t prefix = VarintAt(data, cursor, &declared, "values length");
     if (declared != total) {
@@ -143,7 +175,7 @@ void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size, std::vector
   SliceOfPieces(data, cursor, values_size, &out->values);
   // Every later buffer of the values is sized from `total`: it must be what
   // the bytes present can yield, not only what the header says.
-  CheckDecodedSize(head.compression, out->values, total, "record values");
+  CheckDecodedSize(out->compression, out->values, total, "record values");
 }
 
 }  // namespace sdsl

@@ -18,6 +18,7 @@ struct SimpleChunk {
   std::vector<uint64_t> offsets;  // where each record begins in the decoded values
   Pieces values;                  // compressed values, without the size prefix
   uint64_t decoded_size = 0;
+  uint64_t values_begin = 0;  // where the values (and their length prefix) begin in the data
   // ParseSimpleChunk's working pieces, kept with the chunk so that parsing
   // the next one in the same scratch allocates nothing for them.
   Pieces parts;
@@ -28,6 +29,18 @@ struct SimpleChunk {
 // `scratch` holds the decompressed sizes while parsing.
 void ParseSimpleChunk(const Chunk& chunk, uint64_t max_decoded_size, std::vector<uint8_t>* scratch,
                       SimpleChunk* out);
+
+// ParseSimpleChunk in two steps, for a reader that needs the record sizes
+// before the rest of the chunk is read (to route tensors into rows): the
+// sizes from the first `available` bytes of the data of the chunk `header`
+// describes, false when those do not hold them all (nothing is trusted of
+// them yet: the chunk's hash is checked once it is whole); then, once
+// chunk.data holds it all, the values. Together they check what
+// ParseSimpleChunk checks.
+bool ParseSimpleChunkSizes(const ChunkHeader& header, const uint8_t* data, uint64_t available,
+                           uint64_t max_decoded_size, std::vector<uint8_t>* scratch,
+                           SimpleChunk* out);
+void FinishSimpleChunk(const Chunk& chunk, SimpleChunk* out);
 
 // The parts of ParseSimpleChunk for readers that hold only some of a
 // chunk's data (reading a window, or routing tensors into rows).

@@ -19,47 +19,47 @@ constexpr uint64_t kMaxHeadBytes = 64 << 10;
 constexpr uint64_t kHeadSlack = 128;
 
 // Where, in `data` (the first `available` logical bytes of an uncompressed
-// simple chunk's data, of `data_size` in all), the wanted records' field
-// tensors lie, from the chunk's record sizes and the records' SafeTensors
-// headers. Nothing here is trusted: a route is only where bytes are read to,
-// each within the chunk's data and exactly a row long, and the chunk is
-// decoded and checked afterwards as any other. Returns the logical bytes a
-// head must hold for every wanted record's header to fit (0: unknown).
-uint64_t PlanRoutes(const uint8_t* data, uint64_t available, uint64_t data_size,
-                    uint64_t num_records, const WantedChunk& wanted, const BatchLayout& layout,
-                    const std::vector<std::string>& keys, RecordScratch* record_scratch,
-                    std::vector<RowRoute>* routes) {
+// simple chunk's data), the wanted records' field tensors lie, from the
+// chunk's record sizes, parsed here into `parsed` once for the chunk's whole
+// path (`*sized` then true), and the records' SafeTensors headers. Nothing
+// here is trusted: a route is only where bytes are read to, each within the
+// chunk's data and exactly a row long, and the chunk is checked and decoded
+// afterwards as any other. Returns the logical bytes a head must hold for
+// every wanted record's header to fit (0: unknown).
+uint64_t PlanRoutes(const uint8_t* data, uint64_t available, const ChunkHeader& header,
+                    const WantedChunk& wanted, const BatchLayout& layout,
+                    const std::vector<std::string>& keys, WorkerScratch* scratch,
+                    SimpleChunk* parsed, bool* sized) {
+  std::vector<RowRoute>* routes = &scratch->routes;
   routes->clear();
-  SimpleChunkHead head;
-  // A malformed head is left for the decode of the chunk to name.
+  *sized = false;
+  // A malformed head is left for the decode of the chunk to name, after
+  // its hash, as for any chunk.
   try {
-    if (!ParseSimpleChunkHead(data, available, data_size, &head)) return 0;
+    if (!ParseSimpleChunkSizes(header, data, available, UINT64_MAX, &scratch->sizes, parsed)) {
+      return 0;
+    }
   } catch (const ReaderError&) {
     return 0;
   }
-  if (head.compression != kNoCompression || head.values_begin() > available) return 0;
-  const uint8_t* sizes = data + head.sizes_begin;
-  const uint8_t* const sizes_end = data + head.values_begin();
-  const uint64_t values_begin = head.values_begin();
+  *sized = true;
+  if (parsed->compression != kNoCompression) return 0;
+  const uint64_t data_size = header.data_size;
   uint64_t needed = 0;
-  uint64_t record = 0, offset = 0, size = 0;
   for (const WantedRecord& want : wanted.records) {
-    // Sizes are walked once, in order: wanted records ascend.
-    for (; record <= want.chunk_record; ++record) {
-      if (record >= num_records) return 0;
-      if (record > 0 && !CheckedAdd(offset, size, &offset)) return 0;
-      if (!ReadVarint64(&sizes, sizes_end, &size)) return 0;
-    }
+    // The footer's count of the chunk's records is checked when it is decoded.
+    if (want.chunk_record >= parsed->sizes.size()) return 0;
+    const uint64_t size = parsed->sizes[want.chunk_record];
     uint64_t record_begin, record_end;
-    if (!CheckedAdd(values_begin, offset, &record_begin) ||
+    if (!CheckedAdd(parsed->values_begin, parsed->offsets[want.chunk_record], &record_begin) ||
         !CheckedAdd(record_begin, size, &record_end) || record_end > data_size) {
       return 0;
     }
     const uint64_t in_head = available > record_begin ? available - record_begin : 0;
     uint64_t tensors_begin;
-    const SafeTensorsHeader* header =
-        PeekRecordHeader(data + record_begin, in_head, size, record_scratch, &tensors_begin);
-    if (header == nullptr) {
+    const SafeTensorsHeader* record_header = PeekRecordHeader(
+        data + record_begin, in_head, size, &scratch->record_scratch, &tensors_begin);
+    if (record_header == nullptr) {
       if (in_head >= 8) {
         const uint64_t header_size = LoadLE64(data + record_begin);
         if (header_size < kMaxHeadBytes) needed = std::max(needed, record_begin + 8 + header_size);
@@ -69,7 +69,7 @@ uint64_t PlanRoutes(const uint8_t* data, uint64_t available, uint64_t data_size,
     needed = std::max(needed, record_begin + tensors_begin);
     for (size_t f = 0; f < layout.fields.size(); ++f) {
       const FieldSlot& slot = layout.fields[f];
-      const TensorEntry* tensor = header->Find(keys[f]);
+      const TensorEntry* tensor = record_header->Find(keys[f]);
       // A windowed field takes part of its tensor, from a start of its own.
       if (slot.window_axis >= 0 || tensor == nullptr || tensor->dtype != slot.dtype ||
           tensor->shape != slot.shape || tensor->end - tensor->begin != slot.row_bytes ||
@@ -136,14 +136,15 @@ FileRange ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
   return range;
 }
 
-void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bool verify,
+bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bool verify,
                        const WantedChunk& wanted, const BatchLayout& layout,
-                       const std::vector<std::string>& keys, WorkerScratch* scratch, Chunk* chunk) {
+                       const std::vector<std::string>& keys, WorkerScratch* scratch, Chunk* chunk,
+                       SimpleChunk* parsed) {
   if (BeginsInsideBlockHeader(begin)) {
     const FileRange range =
         ReadFileRange(file, begin, limit, &scratch->file_bytes, &scratch->block_headers, scratch);
     ReadChunk(range, begin, limit, verify, chunk);
-    return;
+    return false;
   }
   uint64_t head_end = std::min(limit, begin + scratch->head_bytes);
   if (BeginsInsideBlockHeader(head_end)) {
@@ -161,10 +162,10 @@ void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
 
   std::vector<RowRoute>& routes = scratch->routes;
   routes.clear();
+  bool sized = false;
   if (chunk->header.type == kSimpleChunk && in_head > 0) {
-    const uint64_t needed =
-        PlanRoutes(chunk->data.spans[0].data, in_head, data_size, chunk->header.num_records, wanted,
-                   layout, keys, &scratch->record_scratch, &routes);
+    const uint64_t needed = PlanRoutes(chunk->data.spans[0].data, in_head, chunk->header, wanted,
+                                       layout, keys, scratch, parsed, &sized);
     // Next time, read as far as this chunk's records' headers reached.
     const uint64_t reach = routes.empty() ? needed : std::min(needed, routes.front().begin);
     if (reach > 0) {
@@ -251,6 +252,7 @@ void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
             " data bytes");
   }
   if (verify) CheckChunkDataHash(*chunk);
+  return sized;
 }
 
 }  // namespace sdsl

@@ -10,6 +10,7 @@
 
 #include "container/riegeli_chunk.h"
 #include "container/riegeli_layout.h"
+#include "container/simple_chunk.h"
 #include "read/batch_plan.h"
 #include "read/record_decoder.h"
 #include "read/scratch_pool.h"
@@ -33,9 +34,13 @@ FileRange ReadFileRange(const ShardFile& file, uint64_t begin, uint64_t end,
 // decoding a tensor onto the row it was read into copies nothing. Bytes put
 // in a row before the hash fails stay there: the read then raises. A chunk
 // that is compressed or not laid out as expected is read whole into scratch.
-void ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bool verify,
+// Returns true when the record sizes, parsed to route the tensors, are in
+// `parsed` (ParseSimpleChunkSizes): decoding the chunk then only finishes
+// that parse (FinishSimpleChunk) rather than parsing it again.
+bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bool verify,
                        const WantedChunk& wanted, const BatchLayout& layout,
-                       const std::vector<std::string>& keys, WorkerScratch* scratch, Chunk* chunk);
+                       const std::vector<std::string>& keys, WorkerScratch* scratch, Chunk* chunk,
+                       SimpleChunk* parsed);
 
 }  // namespace sdsl
 

@@ -93,10 +93,12 @@ void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,
 namespace {
 
 // Decodes the wanted records of a chunk read whole.
+// `sized`: scratch->parsed already holds the chunk's record sizes
+// (ReadChunkIntoRows), checked once the chunk is known to hold records.
 void DecodeWantedRecords(const Chunk& chunk, const ShardIndex& index, const WantedChunk& wanted,
                          const BatchLayout& layout, std::vector<std::string>* keys,
                          uint8_t* needs_fallback, WorkerScratch* scratch,
-                         const WantedRecord** current) {
+                         const WantedRecord** current, bool sized = false) {
   if (!IsDecodableRecordChunk(chunk, index, wanted.chunk)) {
     for (const WantedRecord& record : wanted.records) {
       for (size_t k = 0; k < record.rows.size(); ++k) needs_fallback[record.rows[k]] = 1;
@@ -106,7 +108,11 @@ void DecodeWantedRecords(const Chunk& chunk, const ShardIndex& index, const Want
   // Kept in scratch, as the chunk is: a run of one short record must not
   // allocate its chunk's structures afresh.
   SimpleChunk& parsed = scratch->parsed;
-  ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
+  if (sized) {
+    FinishSimpleChunk(chunk, &parsed);
+  } else {
+    ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
+  }
   // Two pointers, which std::function holds without allocating (three
   // did not: a malloc per chunk).
   const ChunkRecords records{
@@ -140,12 +146,12 @@ void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layo
         current = &wanted.records.front();
         if (!windows) {
           const bool check = ChecksChunk(verify, shard.verified, wanted.chunk);
-          ReadChunkIntoRows(*shard.file, index.chunk_offsets[wanted.chunk],
-                            index.ChunkLimit(wanted.chunk), check, wanted, layout, keys, scratch,
-                            &chunk);
+          const bool sized = ReadChunkIntoRows(*shard.file, index.chunk_offsets[wanted.chunk],
+                                               index.ChunkLimit(wanted.chunk), check, wanted,
+                                               layout, keys, scratch, &chunk, &scratch->parsed);
           if (check) shard.verified.Mark(wanted.chunk);
           DecodeWantedRecords(chunk, index, wanted, layout, &keys, needs_fallback, scratch,
-                              &current);
+                              &current, sized);
           continue;
         }
         if (DecodeChunkWindows(shard, wanted, layout, &keys, scratch, &current)) continue;
