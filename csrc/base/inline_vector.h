@@ -10,6 +10,7 @@
 #ifndef SDS_LOADER_INLINE_VECTOR_H_
 #define SDS_LOADER_INLINE_VECTOR_H_
 
+#include <cassert>
 #include <cstddef>
 #include <optional>
 #include <utility>
@@ -30,12 +31,18 @@ class InlineVector {
   }
   const T* end() const { return begin() + size(); }
 
-  T& front() { return *begin(); }
-  const T& front() const { return *begin(); }
-  T& back() { return *(end() - 1); }
-  const T& back() const { return *(end() - 1); }
-  T& operator[](size_t k) { return begin()[k]; }
-  const T& operator[](size_t k) const { return begin()[k]; }
+  T& front() { return (*this)[0]; }
+  const T& front() const { return (*this)[0]; }
+  T& back() { return (*this)[size() - 1]; }
+  const T& back() const { return (*this)[size() - 1]; }
+  T& operator[](size_t k) {
+    assert(k < size());
+    return begin()[k];
+  }
+  const T& operator[](size_t k) const {
+    assert(k < size());
+    return begin()[k];
+  }
 
   void push_back(T value) {
     if (more_.empty() && !first_.has_value()) {

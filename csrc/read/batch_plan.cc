@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <exception>
 #include <iterator>
 #include <string>
@@ -46,6 +47,10 @@ void PlanRows(const std::vector<SortedRow>& sorted, size_t first, size_t last,
   int64_t shard_file = -1;
   for (size_t k = first; k < last; ++k) {
     const size_t row = sorted[k].row;
+    // Merging runs and folding repeats rely on the order SortedRows made.
+    assert(k == first || sorted[k - 1].file < sorted[k].file ||
+           (sorted[k - 1].file == sorted[k].file &&
+            sorted[k - 1].shard_record <= sorted[k].shard_record));
     if (sorted[k].file != shard_file) {
       shard_file = sorted[k].file;
       shard = &shards.Kept(static_cast<size_t>(shard_file));
@@ -111,6 +116,7 @@ std::vector<size_t> ShardCuts(const std::vector<SortedRow>& sorted, size_t piece
     size_t cut = std::max(cuts.back() + 1, p * sorted.size() / pieces);
     while (cut < sorted.size() && sorted[cut].file == sorted[cut - 1].file) ++cut;
     if (cut >= sorted.size()) break;
+    assert(sorted[cut].file != sorted[cut - 1].file);
     cuts.push_back(cut);
   }
   cuts.push_back(sorted.size());

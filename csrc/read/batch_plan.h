@@ -8,6 +8,7 @@
 #ifndef SDS_LOADER_BATCH_PLAN_H_
 #define SDS_LOADER_BATCH_PLAN_H_
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -24,7 +25,10 @@ namespace sdsl {
 // vector per record cost a malloc and a free for every record of a batch.
 class RowList {
  public:
-  size_t operator[](size_t k) const { return k == 0 ? first_ : more_[k - 1]; }
+  size_t operator[](size_t k) const {
+    assert(k < count_);
+    return k == 0 ? first_ : more_[k - 1];
+  }
   size_t size() const { return count_; }
   void push_back(size_t row) {
     if (count_ == 0) {

@@ -1,6 +1,7 @@
 #include "read/chunk_reads.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include "base/byte_io.h"
 #include "base/reader_error.h"
@@ -47,6 +48,8 @@ uint64_t PlanRoutes(const uint8_t* data, uint64_t available, const ChunkHeader& 
   const uint64_t data_size = header.data_size;
   uint64_t needed = 0;
   for (const WantedRecord& want : wanted.records) {
+    // The plan lists a chunk's records in ascending order.
+    assert(&want == &wanted.records.front() || (&want)[-1].chunk_record <= want.chunk_record);
     // The footer's count of the chunk's records is checked when it is decoded.
     if (want.chunk_record >= parsed->sizes.size()) return 0;
     const uint64_t size = parsed->sizes[want.chunk_record];

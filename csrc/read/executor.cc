@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -75,6 +76,8 @@ std::vector<Slice> SliceRuns(const std::vector<Run>& runs, size_t workers, uint6
     slices.push_back(slice);
     r = slice.last;
   }
+  // Every run in exactly one slice, in order: each is decoded once.
+  assert(slices.empty() || (slices.front().first == 0 && slices.back().last == runs.size()));
   return slices;
 }
 
@@ -156,6 +159,9 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
     data += fetch.layout.data_bytes;
     headers += fetch.layout.header_bytes;
   }
+  // Each run's bytes landed inside the scratch sized for the slice above.
+  assert(data == scratch->file_bytes.data() + data_bytes);
+  assert(headers == scratch->run_block_headers.data() + header_bytes);
   try {
     if (!requests.empty()) source.Fetch(requests.data(), requests.size(), plan);
   } catch (const ReaderError& error) {
@@ -198,6 +204,7 @@ size_t ExecuteRuns(const std::vector<Run>& runs, const Batch& batch, ShardSource
   const std::vector<Slice> slices =
       SliceRuns(runs, plan.gather_bytes == 0 ? helpers + 1 : parallel, plan.gather_bytes);
   helpers = std::min(helpers, slices.size() - 1);
+  assert(helpers < parallel);
   std::atomic<size_t> next_slice{0};
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;

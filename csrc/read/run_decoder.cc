@@ -1,5 +1,6 @@
 #include "read/run_decoder.h"
 
+#include <cassert>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -17,6 +18,7 @@ namespace sdsl {
 namespace {
 
 void CopyRow(const BatchLayout& layout, size_t from, size_t to) {
+  assert(from != to);  // memcpy onto itself
   for (const FieldSlot& slot : layout.fields) {
     std::memcpy(slot.base + to * slot.row_bytes, slot.base + from * slot.row_bytes, slot.row_bytes);
   }
@@ -130,6 +132,10 @@ void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layo
                WorkerScratch* scratch) {
   const OpenShard& shard = *run.shard;
   const ShardIndex& index = shard.index;
+  // The plan makes no run without a chunk, nor a chunk without a record.
+  assert(!run.chunks.empty() && !run.chunks.front().records.empty());
+  assert(fetched == nullptr ||
+         (fetched->begin == run.begin && fetched->size == run.end - run.begin));
   const WantedRecord* current = &run.chunks.front().records.front();
   try {
     // Each run starts from the layout's key hints (a record may teach the
