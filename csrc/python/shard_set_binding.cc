@@ -21,10 +21,57 @@ namespace py = pybind11;
 namespace sdsl_python {
 namespace {
 
-std::vector<uint64_t> ShapeOf(const py::tuple& shape) {
-  std::vector<uint64_t> dims;
-  for (const py::handle& item : shape) dims.push_back(item.cast<uint64_t>());
-  return dims;
+// A batch's layout as the Python side describes it once per schema: each
+// field's name, tensor key, dtype, row shape and window axis, and each
+// target's key and kind, checked when added. A read takes it with the
+// batch's buffers, found by name, and fills in only where they lie.
+struct LayoutSpec {
+  sdsl::BatchLayout layout;              // bases unset
+  std::vector<std::string> length_keys;  // per field: its lengths buffer's name, or empty
+};
+
+// Bytes of one row of `shape` in `dtype`, refused when they overflow.
+uint64_t RowBytes(const std::string& name, const std::string& dtype,
+                  const std::vector<uint64_t>& shape) {
+  uint64_t row = sdsl::DtypeItemSize(dtype);
+  if (row == 0) throw py::value_error("unknown dtype " + dtype);
+  for (uint64_t d : shape) {
+    if (__builtin_mul_overflow(row, d, &row)) {
+      throw py::value_error("field " + name + " has rows too large to address");
+    }
+  }
+  return row;
+}
+
+void AddField(LayoutSpec& spec, std::string name, std::string tensor, std::string dtype,
+              const std::vector<uint64_t>& shape, const std::optional<int>& window_axis,
+              const std::optional<std::string>& lengths) {
+  sdsl::FieldSlot slot;
+  const uint64_t row = RowBytes(name, dtype, shape);
+  if (window_axis) {
+    if (*window_axis < 0 || *window_axis >= static_cast<int>(shape.size())) {
+      throw py::value_error("field " + name + " has no axis " + std::to_string(*window_axis) +
+                            " to window");
+    }
+    slot.window_axis = *window_axis;
+  } else if (lengths) {
+    throw py::value_error("field " + name + " has no window, so no lengths to return");
+  }
+  slot.name = std::move(name);
+  slot.key_hint = std::move(tensor);
+  slot.dtype = std::move(dtype);
+  slot.shape = shape;
+  slot.row_bytes = row;
+  spec.layout.fields.push_back(std::move(slot));
+  spec.length_keys.push_back(lengths.value_or(std::string()));
+}
+
+void AddTarget(LayoutSpec& spec, std::string key, const std::string& kind) {
+  if (kind != "i" && kind != "f") throw py::value_error("target kind must be 'i' or 'f'");
+  sdsl::TargetSlot slot;
+  slot.key = std::move(key);
+  slot.kind = kind[0];
+  spec.layout.targets.push_back(std::move(slot));
 }
 
 // A writable, C-contiguous buffer of exactly `bytes` bytes. The Python layer
@@ -50,6 +97,13 @@ uint8_t* WritableBase(const py::object& object, uint64_t bytes, const std::strin
     expected *= info.shape[d];
   }
   return static_cast<uint8_t*>(info.ptr);
+}
+
+// buffers[name], or a ValueError saying which buffer the layout wants.
+py::object BufferNamed(const py::dict& buffers, const std::string& name) {
+  const py::str key(name);
+  if (!buffers.contains(key)) throw py::value_error("no buffer for " + name + " among buffers");
+  return buffers[key];
 }
 
 // The (shard, record-in-shard) arrays every per-record function takes.
@@ -102,9 +156,29 @@ std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths,
                                           std::move(sizes));
 }
 
+// A windowed field's row shape is the layout's but along the window axis,
+// where the batch's window length is what its buffer holds: the buffer must
+// be (count, *shape) with any length there.
+void TakeWindowLength(const py::object& object, size_t count, sdsl::FieldSlot* slot) {
+  const py::buffer_info info = py::reinterpret_borrow<py::buffer>(object).request();
+  const size_t axis = static_cast<size_t>(slot->window_axis);
+  bool fits = info.ndim == static_cast<py::ssize_t>(slot->shape.size() + 1) &&
+              static_cast<size_t>(info.shape[0]) == count;
+  for (size_t d = 0; fits && d < slot->shape.size(); ++d) {
+    fits = d == axis || static_cast<uint64_t>(info.shape[d + 1]) == slot->shape[d];
+  }
+  if (!fits) {
+    throw py::value_error("buffer for " + slot->name +
+                          " must have one row a record, shaped as the field is but along its "
+                          "window axis");
+  }
+  slot->shape[axis] = static_cast<uint64_t>(info.shape[axis + 1]);
+  slot->row_bytes = RowBytes(slot->name, slot->dtype, slot->shape);
+}
+
 py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
                           const Int64Array& shard_records, const Int64Array& ordinals,
-                          const py::list& fields, const py::list& targets, int threads,
+                          const LayoutSpec& spec, const py::dict& buffers, int threads,
                           const py::object& starts, bool pad) {
   const size_t count = static_cast<size_t>(files.size());
   if (shard_records.size() != files.size() || ordinals.size() != files.size() ||
@@ -117,45 +191,31 @@ py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
       throw py::index_error("shard number " + std::to_string(file_data[i]) + " is out of range");
     }
   }
+  // The batch's own copy: another thread may read with the same layout.
+  sdsl::BatchLayout layout = spec.layout;
   std::vector<py::buffer_info> held;  // every output, exported until the read returns
-  held.reserve(2 * fields.size() + targets.size());
-  sdsl::BatchLayout layout;
-  for (const py::handle& item : fields) {
-    const py::tuple spec = item.cast<py::tuple>();
-    sdsl::FieldSlot slot;
-    slot.name = spec[0].cast<std::string>();
-    slot.key_hint = spec[1].cast<std::string>();
-    slot.dtype = spec[2].cast<std::string>();
-    slot.shape = ShapeOf(spec[3].cast<py::tuple>());
-    uint64_t row = sdsl::DtypeItemSize(slot.dtype);
-    if (row == 0) throw py::value_error("unknown dtype " + slot.dtype);
-    for (uint64_t d : slot.shape) row *= d;
-    slot.row_bytes = row;
-    slot.base =
-        WritableBase(py::reinterpret_borrow<py::object>(spec[4]), row * count, slot.name, &held);
-    if (spec.size() > 5) {  // (..., window axis, lengths buffer or None)
-      slot.window_axis = spec[5].cast<int>();
-      if (slot.window_axis >= static_cast<int>(slot.shape.size()) || starts.is_none()) {
-        throw py::value_error("field " + slot.name + " has no axis " +
-                              std::to_string(slot.window_axis) + " to window");
+  held.reserve(2 * layout.fields.size() + layout.targets.size());
+  for (size_t f = 0; f < layout.fields.size(); ++f) {
+    sdsl::FieldSlot& slot = layout.fields[f];
+    const py::object buffer = BufferNamed(buffers, slot.name);
+    if (slot.window_axis >= 0) {
+      if (starts.is_none()) {
+        throw py::value_error("field " + slot.name + " has a window axis, and the read no starts");
       }
-      if (!spec[6].is_none()) {
-        slot.lengths = WritableBase(py::reinterpret_borrow<py::object>(spec[6]), 8 * count,
-                                    slot.name + " lengths", &held);
-      }
+      TakeWindowLength(buffer, count, &slot);
     }
-    layout.fields.push_back(std::move(slot));
+    uint64_t bytes;
+    if (__builtin_mul_overflow(slot.row_bytes, count, &bytes)) {
+      throw py::value_error("field " + slot.name + " has rows too large to address");
+    }
+    slot.base = WritableBase(buffer, bytes, slot.name, &held);
+    const std::string& lengths = spec.length_keys[f];
+    if (!lengths.empty() && buffers.contains(py::str(lengths))) {
+      slot.lengths = WritableBase(buffers[py::str(lengths)], 8 * count, lengths, &held);
+    }
   }
-  for (const py::handle& item : targets) {
-    const py::tuple spec = item.cast<py::tuple>();
-    sdsl::TargetSlot slot;
-    slot.key = spec[0].cast<std::string>();
-    const std::string kind = spec[1].cast<std::string>();
-    if (kind != "i" && kind != "f") throw py::value_error("target kind must be 'i' or 'f'");
-    slot.kind = kind[0];
-    slot.base =
-        WritableBase(py::reinterpret_borrow<py::object>(spec[2]), 8 * count, slot.key, &held);
-    layout.targets.push_back(std::move(slot));
+  for (sdsl::TargetSlot& target : layout.targets) {
+    target.base = WritableBase(BufferNamed(buffers, target.key), 8 * count, target.key, &held);
   }
   py::array_t<uint8_t> needs_fallback(static_cast<py::ssize_t>(count));
   uint8_t* flags = needs_fallback.mutable_data();
@@ -208,6 +268,24 @@ sdsl::Verify VerifyArg(const py::handle& value) {
 }
 
 void BindShardSet(py::module_& m) {
+  py::class_<LayoutSpec>(m, "BatchLayout",
+                         "What one batch looks like, described once per schema: its fields "
+                         "and targets, in the order a read fills them.")
+      .def(py::init<>())
+      .def("add_field", &AddField, py::arg("name"), py::arg("tensor"), py::arg("dtype"),
+           py::arg("shape"), py::arg("window_axis") = py::none(), py::arg("lengths") = py::none(),
+           "A field: the batch's buffer `name` gets the record's tensor `tensor` (a hint, "
+           "confirmed by each record's descriptor), of SafeTensors `dtype` and row `shape`. "
+           "With `window_axis`, a read takes a window along that axis, and the buffer named "
+           "`lengths`, when the read is given one, the positions each row holds.")
+      .def("add_target", &AddTarget, py::arg("key"), py::arg("kind"),
+           "A target: the batch's buffer `key` gets the record's metadata scalar `key`, as "
+           "int64 ('i') or float64 ('f').")
+      .def_property_readonly("fields",
+                             [](const LayoutSpec& spec) { return spec.layout.fields.size(); })
+      .def_property_readonly("targets",
+                             [](const LayoutSpec& spec) { return spec.layout.targets.size(); });
+
   py::class_<sdsl::ShardSet>(m, "ShardSet")
       .def(py::init(&MakeShardSet), py::arg("paths"), py::arg("verify_checksums"),
            py::arg("max_open_files"), py::arg("source") = py::none(), py::arg("sizes") = py::none(),
@@ -220,7 +298,7 @@ void BindShardSet(py::module_& m) {
            "refused before its footer is read. `prefix` and `digests` (32 bytes a shard) name the "
            "shards compactly instead of `paths`: <prefix><2 hex>/<64 hex>.arrayrecord.")
       .def("read", &Read, py::arg("files"), py::arg("shard_records"), py::arg("ordinals"),
-           py::arg("fields"), py::arg("targets"), py::arg("threads"),
+           py::arg("layout"), py::arg("buffers"), py::arg("threads"),
            py::arg("starts") = py::none(), py::arg("pad") = false)
       .def("probe", &Probe, py::arg("file"), py::arg("shard_record"), py::arg("ordinal"))
       .def_property_readonly("num_files", &sdsl::ShardSet::num_files)

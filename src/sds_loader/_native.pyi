@@ -23,14 +23,6 @@ class _RangeSource(Protocol):
 # A writable, C-contiguous buffer (numpy's stubs call an array a Buffer only
 # from Python 3.12 on).
 _Writable = Buffer | npt.NDArray[Any]
-# (output name, tensor key hint, SafeTensors dtype, row shape, writable buffer)
-# and, for a windowed field, (..., window axis, lengths buffer or None).
-_FieldArgs = (
-    tuple[str, str, str, tuple[int, ...], _Writable]
-    | tuple[str, str, str, tuple[int, ...], _Writable, int, _Writable | None]
-)
-# (metadata key, "i" or "f", writable buffer of 8 bytes a row)
-_TargetArgs = tuple[str, str, _Writable]
 # (output name, tensor key, SafeTensors dtype, shape) of each field of a record.
 _ProbedField = tuple[str, str, str, tuple[int, ...]]
 # (shard path, compression, decoded size, chunk start, next chunk's start) of a chunk.
@@ -97,6 +89,28 @@ class S3Source:
     def cache_limit(self) -> int: ...
     def cache_usage(self) -> int: ...
 
+class BatchLayout:
+    """What one batch looks like, described once per schema: its fields and targets."""
+
+    def __init__(self) -> None: ...
+    def add_field(
+        self,
+        name: str,
+        tensor: str,
+        dtype: str,
+        shape: Sequence[int],
+        window_axis: int | None = None,
+        lengths: str | None = None,
+    ) -> None:
+        """Buffer `name` gets tensor `tensor` (a hint) of `dtype` and row `shape`; with `window_axis`,
+        a window along it, and buffer `lengths` (when given one) the positions each row holds."""
+    def add_target(self, key: str, kind: str) -> None:
+        """Buffer `key` gets the metadata scalar `key`, as int64 ("i") or float64 ("f")."""
+    @property
+    def fields(self) -> int: ...
+    @property
+    def targets(self) -> int: ...
+
 class ShardSet:
     """The shards of one dataset, read natively."""
 
@@ -118,13 +132,14 @@ class ShardSet:
         files: npt.ArrayLike,
         shard_records: npt.ArrayLike,
         ordinals: npt.ArrayLike,
-        fields: list[_FieldArgs],
-        targets: list[_TargetArgs],
+        layout: BatchLayout,
+        buffers: dict[str, _Writable],
         threads: int,
         starts: npt.ArrayLike | None = None,
         pad: bool = False,
     ) -> npt.NDArray[np.uint8]:
-        """Decodes the records into the buffers; returns 1 for each row the caller must read instead."""
+        """Decodes the records into `layout`'s buffers, by name (a windowed field's shaped
+        (rows, *shape)); returns 1 for each row the caller must read instead."""
     def probe(self, file: int, shard_record: int, ordinal: int) -> tuple[list[_ProbedField], str] | None:
         """One record's fields and its metadata as JSON, or None where the core cannot read it."""
     @property

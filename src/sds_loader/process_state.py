@@ -10,6 +10,7 @@ reader made before `DataLoader` starts its workers is safe to hand them.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from signal_dataset.storage import ObjectStore
 
@@ -22,6 +23,9 @@ from sds_loader.storage import control_reads, sources
 from sds_loader.storage.node_cache import CacheSettings
 from sds_loader.storage.remote_readahead import RemoteReadahead
 from sds_loader.storage.stores import for_root
+
+if TYPE_CHECKING:
+    from sds_loader.schema import Schema
 
 
 class ProcessState:
@@ -64,6 +68,8 @@ class ProcessState:
         self._verify = verify_checksums
         self._max_open_files = max_open_files
         self._metadata: MetadataShards | None = None
+        #: The schema last read natively, and the core's form of it (schema.native_layout).
+        self.layout: tuple[Schema, Any] | None = None
         #: The source's counters as last added to the reader's stats.
         self.counted = (0, 0)
         self.cache_counted = (0, 0, 0)

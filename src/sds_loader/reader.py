@@ -7,7 +7,6 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 from signal_dataset import CorruptDatasetError
@@ -30,6 +29,7 @@ from sds_loader.schema import (
     adopt,
     allocate,
     check_no_clash,
+    native_layout,
     select_fields,
     target_spec,
     uniform_schema,
@@ -39,7 +39,7 @@ from sds_loader.schema import (
 from sds_loader.storage import sources
 from sds_loader.storage.node_cache import cache_settings
 from sds_loader.storage.stores import portable
-from sds_loader.windows import Window, crop_starts, length_key, normalize_starts
+from sds_loader.windows import Window, crop_starts, normalize_starts
 
 #: More threads than this are never started for one read (the native side takes a C int).
 _MAX_THREADS = 1 << 10
@@ -686,19 +686,10 @@ class BatchReader:
             return
         assert state.table is not None
         files, locals_ = state.table.locate(ordinals)
-        field_args: list[Any] = []
-        for spec in schema.fields:
-            args: tuple[Any, ...] = (
-                spec.name,
-                spec.tensor,
-                spec.dtype_name,
-                arrays[spec.name].shape[1:],
-                arrays[spec.name],
-            )
-            if spec.window_axis is not None:
-                args += (spec.window_axis, arrays.get(length_key(spec.name)))
-            field_args.append(args)
-        target_args: list[Any] = [(target.key, target.kind, arrays[target.key]) for target in schema.targets]
+        # Built once per schema, in this process: a batch passes only its arrays.
+        layout = state.layout
+        if layout is None or layout[0] is not schema:
+            layout = state.layout = (schema, native_layout(schema))
         self._open_shards(state, files)
         helped = state.native.helped_batches
         try:
@@ -706,8 +697,8 @@ class BatchReader:
                 files,
                 locals_,
                 ordinals,
-                field_args,
-                target_args,
+                layout[1],
+                arrays,
                 min(self._threads, _MAX_THREADS),
                 starts,
                 pad,

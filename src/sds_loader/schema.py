@@ -27,6 +27,8 @@ from sds_loader.windows import length_key
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
+    from sds_loader._native import BatchLayout
+
 # -- dtypes ------------------------------------------------------------------
 
 SAFETENSORS_TO_NUMPY: dict[str, np.dtype] = {
@@ -129,6 +131,26 @@ class Schema:
 
     def same_layout(self, other: Schema) -> bool:
         return [f.layout_key() for f in self.fields] == [f.layout_key() for f in other.fields]
+
+
+def native_layout(schema: Schema) -> BatchLayout:
+    """The native core's form of `schema`, checked once: each read then passes only its buffers,
+    by name, rather than the schema rebuilt as arguments batch after batch."""
+    from sds_loader import _native
+
+    layout = _native.BatchLayout()
+    for spec in schema.fields:
+        layout.add_field(
+            spec.name,
+            spec.tensor,
+            spec.dtype_name,
+            spec.shape,
+            window_axis=spec.window_axis,
+            lengths=length_key(spec.name) if spec.name in schema.lengths else None,
+        )
+    for target in schema.targets:
+        layout.add_target(target.key, target.kind)
+    return layout
 
 
 def target_kind(value: object, *, key: str, ordinal: int) -> str:

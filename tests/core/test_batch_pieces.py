@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from native_batches import native_read, open_native
-from native_required import _native  # noqa: F401  (skips without the extension)
+from native_required import _native
 from sds_factory import assert_matches_reference, write_dataset
 
 import sds_loader
@@ -60,6 +60,8 @@ def test_a_record_past_its_shards_end_raises_the_error_of_the_first_piece(root):
     # error names the first, as the whole batch planned on one thread would.
     first = int(np.flatnonzero(files == files.min())[0])
     last = int(np.flatnonzero(files == files.max())[0])
+    layout = _native.BatchLayout()
+    layout.add_target("label", "i")
 
     def read(bad_rows: list[int], threads: int) -> str:
         records = shard_records.copy()
@@ -67,7 +69,7 @@ def test_a_record_past_its_shards_end_raises_the_error_of_the_first_piece(root):
             records[row] = PER_SHARD + 5
         label = np.zeros(len(ordinals), dtype=np.int64)
         with pytest.raises(CorruptShardError) as raised:
-            native.read(files, records, ordinals, [], [("label", "i", label)], threads)
+            native.read(files, records, ordinals, layout, {"label": label}, threads)
         return str(raised.value)
 
     for threads in (1, 2, 4):

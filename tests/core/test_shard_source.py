@@ -105,10 +105,38 @@ def test_outputs_stay_exported_while_the_read_runs(dataset):
     source.fetch = resizing_fetch
     wanted = np.asarray(ordinals, dtype=np.int64)
     files, shard_records = table.locate(wanted)
-    native.read(
-        files, shard_records, wanted, [(name, key, dtype, tuple(shape), out)], [("label", "i", labels)], 1
-    )
+    layout = _native.BatchLayout()
+    layout.add_field(name, key, dtype, tuple(shape))
+    layout.add_target("label", "i")
+    native.read(files, shard_records, wanted, layout, {name: out, "label": labels}, 1)
     assert attempts and set(attempts) == {"refused"}
     assert bytes(out) == expected[name].tobytes()
     # Released once the read returned.
     out.extend(b"x")
+
+
+def test_a_layout_refuses_what_no_read_could_fill(dataset):
+    """A BatchLayout is checked as it is built, once per schema; a read checks only its buffers."""
+    layout = _native.BatchLayout()
+    with pytest.raises(ValueError, match="unknown dtype Q9"):
+        layout.add_field("iq", "tensor_000000", "Q9", (2, 4))
+    with pytest.raises(ValueError, match="no axis 2 to window"):
+        layout.add_field("iq", "tensor_000000", "C64", (2, 4), window_axis=2)
+    with pytest.raises(ValueError, match="no window, so no lengths"):
+        layout.add_field("iq", "tensor_000000", "C64", (2, 4), lengths="iq_length")
+    with pytest.raises(ValueError, match="target kind must be 'i' or 'f'"):
+        layout.add_target("label", "s")
+    layout.add_target("label", "i")
+    assert (layout.fields, layout.targets) == (0, 1)
+    table = shard_table(sds.open(dataset))
+    native = _native.ShardSet(list(table.paths), True, 8)
+    wanted = np.asarray([0, 1], dtype=np.int64)
+    files, shard_records = table.locate(wanted)
+    with pytest.raises(ValueError, match="no buffer for label"):
+        native.read(files, shard_records, wanted, layout, {}, 1)
+    with pytest.raises(ValueError, match="buffer for label holds 8 bytes, not 16"):
+        native.read(files, shard_records, wanted, layout, {"label": np.zeros(1, dtype=np.int64)}, 1)
+    labels = np.zeros(2, dtype=np.int64)
+    assert not native.read(files, shard_records, wanted, layout, {"label": labels}, 1).any()
+    reference = sds.open(dataset)
+    assert labels.tolist() == [reference[0].metadata["label"], reference[1].metadata["label"]]

@@ -369,6 +369,8 @@ def test_through_a_gathering_source_only_windows_are_fetched(tmp_path):
     source = FileRangeSource(list(table.paths))
     native = _native.ShardSet(list(table.paths), False, 8, source=source)
     reference = sds.open(os.fspath(tmp_path))
+    layout = _native.BatchLayout()
+    layout.add_field("iq", "tensor_000000", "C64", (2, 500), window_axis=1)
 
     def read(ordinals: list[int], starts: list[int]) -> np.ndarray:
         wanted = np.asarray(ordinals, dtype=np.int64)
@@ -378,8 +380,8 @@ def test_through_a_gathering_source_only_windows_are_fetched(tmp_path):
             files,
             shard_records,
             wanted,
-            [("iq", "tensor_000000", "C64", (2, 500), iq, 1, None)],
-            [],
+            layout,
+            {"iq": iq},
             2,
             np.asarray(starts, dtype=np.int64),
             False,

@@ -32,11 +32,12 @@ def native_read(
     files, shard_records = table.locate(wanted)
     fields, _ = native.probe(int(files[0]), int(shard_records[0]), int(wanted[0]))
     batch: dict[str, np.ndarray] = {}
-    field_args = []
+    layout = _native.BatchLayout()
     for name, key, dtype, shape in fields:
         batch[name] = np.zeros((len(ordinals), *shape), dtype=numpy_dtype(dtype))
-        field_args.append((name, key, dtype, tuple(shape), batch[name]))
+        layout.add_field(name, key, dtype, tuple(shape))
     batch[target] = np.zeros(len(ordinals), dtype=np.int64)
-    fallback = native.read(files, shard_records, wanted, field_args, [(target, "i", batch[target])], threads)
+    layout.add_target(target, "i")
+    fallback = native.read(files, shard_records, wanted, layout, batch, threads)
     assert not fallback.any()
     return batch
