@@ -432,10 +432,11 @@ def test_reads_before_ray_knows_its_limits_run_one_task_a_cpu_in_this_dataset_al
 
     cpus = int(policy()._cpus)  # free as an execution begins
     assert cpus >= 1
+    tasks = startup_budget.TASKS_PER_CPU * cpus
     block = dataset.context.get_config(startup_budget.BLOCK_BYTES_KEY)
-    assert policy().can_add_input(Op("ReadSDS", cpus - 1))
+    assert policy().can_add_input(Op("ReadSDS", tasks - 1))
     assert policy().max_task_output_bytes_to_read(Op("ReadSDS->MapBatches(f)", 0)) is None
-    assert not policy().can_add_input(Op("ReadSDS", cpus))
+    assert not policy().can_add_input(Op("ReadSDS", tasks))
     assert not policy().can_add_input(Op("ReadRange", 0))  # other operators: Ray's budget
     assert not policy(held=startup_budget.BLOCKS_PER_TASK * cpus * block).can_add_input(Op("ReadSDS", 0))
     assert not policy(cpu=cpus).can_add_input(Op("ReadSDS", 0))  # limits known: Ray's budget

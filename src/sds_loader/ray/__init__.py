@@ -89,9 +89,9 @@ def read_sds(
     a time meanwhile (half of a pass over a gigabyte on two CPUs). The
     dataset's own `DataContext` (not the process's) therefore budgets its
     reads by a policy of this package's until Ray knows its limits: it
-    submits one task a CPU free as the pass begins, while its blocks in the
-    object store stay under four a task (`sds_loader.ray.startup_budget`,
-    which says what that gains on one node of 2 CPUs); after
+    submits two tasks a CPU free as the pass begins, so that one runs on
+    each, while its blocks in the object store stay under four a CPU
+    (`sds_loader.ray.startup_budget`); after
     that, and for every other operator, Ray's own. The trade-off: for that
     second, the reads may take CPUs and object-store room (those few blocks)
     that Ray's reservations would have kept for the dataset's other

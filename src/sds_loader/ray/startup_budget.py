@@ -11,19 +11,17 @@ each, at most Ray's target size.
 `install` puts `StartupBudget` in the place of Ray's ResourceBudget policy in
 one dataset's own `DataContext` (each dataset keeps a copy of its own), so
 other datasets of the process keep Ray's policies unchanged. While the limits
-read zero, the SDS read operator may run as many tasks as the cluster had
-CPUs free as the execution began, so long as its blocks in the object store
-stay under four a task;
-once the limits are known, every call is Ray's policy's. Ray versions
-without that policy, or whose policies are configured otherwise, are left
-as they are.
+read zero, the SDS read operator may submit two tasks for each CPU free as
+the execution began, so long as its blocks in the object store stay under
+four a CPU; once the limits are known, every call is Ray's policy's. Ray
+versions without that policy, or whose policies are configured otherwise,
+are left as they are.
 
-Measured on one node of 2 CPUs (Ray 2.60, `sds-loader bench --ray`), the
-tasks so submitted still ran one after another in Ray's workers during
-that second, though Ray Data counted two running; each starts as the last
-ends instead of after the consumer drained it, which is what the policy
-gains there (about a tenth of a pass). With Ray's resource reservation
-off altogether, they ran side by side; why they do not here is not known.
+Two a CPU, not one: measured on one node of 2 CPUs (Ray 2.60, `sds-loader
+bench --ray`), with one a CPU submitted Ray ran them one after another on
+a single worker, the second queued behind the first, though Ray Data
+counted two running; with two a CPU, it ran one on each CPU's worker, the
+rest waiting in Ray's queue, which holds no CPU.
 """
 
 from __future__ import annotations
@@ -38,9 +36,11 @@ logger = logging.getLogger(__name__)
 
 #: Where the dataset's context keeps the most bytes one of its blocks holds.
 BLOCK_BYTES_KEY = "sds_loader.startup_block_bytes"
-#: Blocks in the object store per task before the limits are known: a done one the consumer
+#: Blocks in the object store per free CPU before the limits are known: a done one the consumer
 #: batches, its prefetch, and one more each as the tasks finish together.
 BLOCKS_PER_TASK = 4
+#: Tasks submitted per free CPU before the limits are known (the module's docstring says why two).
+TASKS_PER_CPU = 2
 #: Names of the operators this applies to: `SDSDatasource.get_name` prefixed by Ray, fused or not.
 OPERATOR_PREFIX = "ReadSDS"
 
@@ -87,11 +87,11 @@ class StartupBudget(_Base):  # type: ignore[misc]
         if limits.cpu > 0 or limits.object_store_memory > 0:
             return 0
         per_task = float(op.incremental_resource_usage().cpu) or 1.0
-        tasks = int(self._cpus // per_task)
+        tasks = TASKS_PER_CPU * int(self._cpus // per_task)
         # Blocks its tasks have yet to finish are bounded by the tasks' count;
         # those done, by the consumer's pace.
         held = self._resource_manager.get_mem_op_outputs(op, include_ineligible_downstream=True)
-        if held >= BLOCKS_PER_TASK * max(tasks, 1) * self._block_bytes:
+        if held >= BLOCKS_PER_TASK * max(tasks // TASKS_PER_CPU, 1) * self._block_bytes:
             return 0
         return tasks
 
