@@ -16,6 +16,7 @@ import os
 import pickle
 import shutil
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -430,6 +431,11 @@ def test_reads_before_ray_knows_its_limits_run_one_task_a_cpu_in_this_dataset_al
     def policy(cpu: float = 0.0, held: int = 0):
         return startup_budget.StartupBudget(dataset.context, {}, Manager(cpu, held))
 
+    # The count above has just given its CPUs back; Ray's view of what is free
+    # catches up a moment later.
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("CPU", 0) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
     cpus = int(policy()._cpus)  # free as an execution begins
     assert cpus >= 1
     tasks = startup_budget.TASKS_PER_CPU * cpus
