@@ -1,6 +1,5 @@
-// ObjectStoreSource for Python (S3 or Google Cloud Storage, by its `store`;
-// still `_native.S3Source` there, the name it first had): made
-// from resolved URLs and settings, given fresh credentials by the Python
+// ObjectStoreSource for Python (S3 or Google Cloud Storage, by its `store`):
+// made from resolved URLs and settings, given fresh credentials by the Python
 // side, and handed to ShardSet, which then reads through it with no Python
 // in the loop. Its own fetch and will_need serve the RangeSource protocol
 // for callers that read ranges directly.
@@ -132,7 +131,7 @@ std::unique_ptr<sdsl::ShardSource> NativeSourceOf(const py::object& source) {
 
 void BindObjectStoreSource(py::module_& m) {
   py::class_<sdsl::ObjectStoreSource, std::shared_ptr<sdsl::ObjectStoreSource>>(
-      m, "S3Source",
+      m, "ObjectStoreSource",
       "Shard byte ranges from S3 or Google Cloud Storage, fetched natively with ranged GETs")
       .def(py::init(&MakeObjectStoreSource), py::arg("uris"), py::arg("urls"),
            py::arg("max_attempts"), py::arg("backoff_seconds"), py::arg("backoff_max_seconds"),

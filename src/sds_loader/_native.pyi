@@ -47,7 +47,7 @@ class _ShardProblem(TypedDict):
     offset: int
     message: str
 
-class S3Source:
+class ObjectStoreSource:
     """Shard byte ranges from S3 or Google Cloud Storage, fetched natively with ranged GETs."""
 
     def __init__(
@@ -119,7 +119,7 @@ class ShardSet:
         paths: Sequence[str],
         verify_checksums: bool | str,
         max_open_files: int,
-        source: _RangeSource | S3Source | None = None,
+        source: _RangeSource | ObjectStoreSource | None = None,
         sizes: npt.ArrayLike | None = None,
         root: str = "",
         prefix: str = "",

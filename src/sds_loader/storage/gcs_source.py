@@ -167,18 +167,18 @@ class GcsRangeSource(NativeRangeSource):
     def options(self) -> GcsOptions:
         return self._options
 
-    def _make_native(self) -> _native.S3Source:
+    def _make_native(self) -> _native.ObjectStoreSource:
         from sds_loader import _native
 
         urls = []
         for uri in self._uris:
             bucket, key = gcs_parts(uri)
             urls.append(object_url(self._options.endpoint, bucket, key))
-        return _native.S3Source(
+        return _native.ObjectStoreSource(
             list(self._uris), urls, **self._settings, **self._cache_arguments(), store="gcs"
         )
 
-    def _hand_credentials(self, native: _native.S3Source) -> None:
+    def _hand_credentials(self, native: _native.ObjectStoreSource) -> None:
         """Give `native` a valid access token (anonymous requests when there is none to give)."""
         if self._options.anonymous:
             native.set_bearer_token("")

@@ -1,7 +1,7 @@
 """What every object store's native range source shares, whoever the store is.
 
 `NativeRangeSource` is the Python side of the native core's fetch seam for
-object storage (`_native.S3Source`, libcurl's multi interface): many ranged
+object storage (`_native.ObjectStoreSource`, libcurl's multi interface): many ranged
 GETs in flight from one thread, no Python and no GIL per request. The core
 plans which ranges a batch needs (footers once per shard, adjacent chunks as
 one range), and the native source fills its buffers in place.
@@ -214,7 +214,7 @@ class NativeRangeSource:
         self._cache = cache
         self._in_flight = settings["requests_in_flight"]
         self._lock = threading.Lock()
-        self._native: _native.S3Source | None = None
+        self._native: _native.ObjectStoreSource | None = None
         #: The store's credential object, or None: not resolved yet (or none found).
         self._credentials: object = None
         self._next_check = 0.0
@@ -256,7 +256,7 @@ class NativeRangeSource:
     # -- bookkeeping -------------------------------------------------------
 
     @property
-    def native_source(self) -> _native.S3Source:
+    def native_source(self) -> _native.ObjectStoreSource:
         """This process's native source, with credentials fresh enough for the next request.
 
         The native core reads through it directly (ShardSet takes it), so the
@@ -323,7 +323,7 @@ class NativeRangeSource:
 
     # -- for subclasses ----------------------------------------------------
 
-    def _make_native(self) -> _native.S3Source:
+    def _make_native(self) -> _native.ObjectStoreSource:
         """The native source for this process: one URL per shard, no credentials yet."""
         raise NotImplementedError
 
@@ -335,11 +335,11 @@ class NativeRangeSource:
             cache_dir=self._cache.directory, cache_limit=self._cache.limit, cache_floor=self._cache.floor
         )
 
-    def _hand_credentials(self, native: _native.S3Source) -> None:
+    def _hand_credentials(self, native: _native.ObjectStoreSource) -> None:
         """Give `native` the chain's current credentials (anonymous requests when there are none)."""
         raise NotImplementedError
 
-    def _refresh(self, native: _native.S3Source) -> None:
+    def _refresh(self, native: _native.ObjectStoreSource) -> None:
         self._next_check = time.monotonic() + CREDENTIALS_CHECK_SECONDS
         self._hand_credentials(native)
 

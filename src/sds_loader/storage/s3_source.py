@@ -2,7 +2,7 @@
 
 `S3RangeSource` is the Python side of the native core's fetch seam for
 object storage. The requests themselves are issued and received by the
-extension (`_native.S3Source`, libcurl's multi interface with its own SigV4
+extension (`_native.ObjectStoreSource`, libcurl's multi interface with its own SigV4
 signing): many in flight from one thread, no Python and no GIL per request,
 so a batch's ranged GETs cost tens of microseconds of CPU each rather than
 the milliseconds a Python client spends signing and parsing. The core plans
@@ -213,7 +213,7 @@ class S3RangeSource(NativeRangeSource):
         )
         self._region: str | None = None
 
-    def _make_native(self) -> _native.S3Source:
+    def _make_native(self) -> _native.ObjectStoreSource:
         from sds_loader import _native
 
         region = self._signing_region()
@@ -224,7 +224,7 @@ class S3RangeSource(NativeRangeSource):
                 urls.append(address(self._client.endpoint_url, self._client.addressing_style, bucket, key))
             else:
                 urls.append(object_url(self._options, region, bucket, key))
-        return _native.S3Source(
+        return _native.ObjectStoreSource(
             list(self._uris), urls, **self._settings, **self._cache_arguments(), store="s3"
         )
 
@@ -234,7 +234,7 @@ class S3RangeSource(NativeRangeSource):
             self._region = self._client.region if self._client is not None else region_of(self._options)
         return self._region
 
-    def _hand_credentials(self, native: _native.S3Source) -> None:
+    def _hand_credentials(self, native: _native.ObjectStoreSource) -> None:
         """Give `native` the chain's current credentials (unsigned requests when there are none)."""
         if self._credentials is None:
             self._credentials = (
