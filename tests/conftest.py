@@ -12,11 +12,22 @@ saying why.
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
 #: The servers' fixtures (tests/support), for every test that names one as an argument.
 pytest_plugins = ("s3_fixtures", "gcs_fixtures")
+
+# Test modules are imported by path under the names `tests.<area>.<module>`
+# (--import-mode=importlib), and a spawned worker unpickles what a test
+# defines by that name, on the path its parent had. The checkout's root on
+# the path makes `tests` importable there however pytest was started (as a
+# script, say, whose own folder is the path's first entry rather than the
+# working directory).
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _CHECKOUT not in sys.path:
+    sys.path.append(_CHECKOUT)
 
 #: Set to 1 to run without the native extension (modules that need it skip).
 ALLOW_NO_NATIVE = "SDS_LOADER_ALLOW_NO_NATIVE"
