@@ -15,6 +15,7 @@ import os
 import sys
 
 import pytest
+from repo_paths import REPO
 
 #: The servers' fixtures (tests/support), for every test that names one as an argument.
 pytest_plugins = ("s3_fixtures", "gcs_fixtures")
@@ -25,9 +26,8 @@ pytest_plugins = ("s3_fixtures", "gcs_fixtures")
 # the path makes `tests` importable there however pytest was started (as a
 # script, say, whose own folder is the path's first entry rather than the
 # working directory).
-_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _CHECKOUT not in sys.path:
-    sys.path.append(_CHECKOUT)
+if REPO not in sys.path:
+    sys.path.append(REPO)
 
 #: Set to 1 to run without the native extension (modules that need it skip).
 ALLOW_NO_NATIVE = "SDS_LOADER_ALLOW_NO_NATIVE"
@@ -77,7 +77,7 @@ if os.environ.get(SANITIZED) == "1":
 #: Where tests that need pages dropped from the page cache write their files:
 #: under the checkout, on the disk it lives on, where the system temporary
 #: folder may be tmpfs (whose pages are the files, and are never dropped).
-DISK_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".pytest-disk")
+DISK_ROOT = os.path.join(REPO, ".pytest-disk")
 
 
 @pytest.fixture(scope="session")

@@ -45,7 +45,7 @@ class ReadStats:
     fetch_requests: int = 0
     fetched_bytes: int = 0
     #: Native batches in which a helper thread, not only the caller's, decoded
-    #: records (a small warm batch stays on one thread; see README, "threads").
+    #: records (a small warm batch stays on one thread; see docs/reading.md).
     helped_batches: int = 0
     #: The node cache (`cache_dir`): ranges served from it whole, ranges that
     #: fetched some of their bytes, and bytes served from it.

@@ -123,8 +123,7 @@ class BatchReader:
     64 KiB block's hash checked, and every process given the same directory
     (DataLoader workers, ranks) shares it, fetching each byte once between
     them. `cache_limit` (bytes, or a string such as ``"200GB"``) bounds it;
-    by default it may take half the disk's free space. See README, "A node
-    cache for object storage".
+    by default it may take half the disk's free space. See docs/node-cache.md.
 
     A reference dataset (a published `DatasetView`) is read natively from the
     shards its manifests name. Shards the native core cannot read (transposed
