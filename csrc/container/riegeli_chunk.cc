@@ -54,8 +54,10 @@ void ReadChunk(const FileRange& range, uint64_t begin, uint64_t limit, bool veri
   if (verify_data) CheckChunkDataHash(*chunk);
 }
 
-void CheckChunkDataHash(const Chunk& chunk) {
-  if (RiegeliHash(chunk.data) != chunk.header.data_hash) {
+void CheckChunkDataHash(const Chunk& chunk) { CheckChunkDataHash(chunk, RiegeliHash(chunk.data)); }
+
+void CheckChunkDataHash(const Chunk& chunk, uint64_t data_hash) {
+  if (data_hash != chunk.header.data_hash) {
     Corrupt(At(chunk.begin) + " has data that fails its hash check");
   }
 }

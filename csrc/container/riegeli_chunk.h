@@ -52,6 +52,8 @@ uint64_t ChunkEnd(uint64_t begin, uint64_t limit, const ChunkHeader& header);
 // the data itself, then checks it with CheckChunkDataHash.
 uint64_t ReadChunkFrame(const FileRange& range, uint64_t begin, uint64_t limit, Chunk* chunk);
 void CheckChunkDataHash(const Chunk& chunk);
+// The same check, of a hash computed as the data was read (ChunkHasher).
+void CheckChunkDataHash(const Chunk& chunk, uint64_t data_hash);
 
 // Every block header inside a chunk says how far back the chunk began and
 // how far on it ends; Riegeli's reader checks both, and so does this one.

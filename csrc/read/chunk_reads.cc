@@ -5,6 +5,7 @@
 
 #include "base/byte_io.h"
 #include "base/reader_error.h"
+#include "container/chunk_hasher.h"
 #include "container/codecs.h"
 #include "container/riegeli_hash.h"
 #include "container/simple_chunk.h"
@@ -178,6 +179,13 @@ bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
     }
   }
 
+  // A verified chunk is hashed as it is read: its first bytes now, the rest
+  // piece by piece as each is copied (from a mapping, in the same pass).
+  ChunkHasher hasher;
+  if (verify) {
+    for (const ByteSpan& span : chunk->data.spans) hasher.Append(span.data, span.size);
+  }
+
   // The rest of the chunk, from the head's end: routed parts of the data to
   // their rows, the others (and any padding) to scratch, block headers aside.
   const uint64_t rest_end = std::max(data_end, chunk->end);
@@ -193,7 +201,9 @@ bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
     SplitAtBlockHeaders(head_end, rest_end, scratch->file_bytes.data(),
                         scratch->block_headers.data(), &scratch->read_pieces);
     std::vector<RangeRequest>& requests = scratch->requests;
+    std::vector<uint8_t>& hashed = scratch->hashed_requests;
     requests.clear();
+    hashed.clear();
     uint64_t at_file = head_end;
     uint64_t logical = in_head;
     size_t route = 0;
@@ -203,6 +213,7 @@ bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
     for (const MutableSpan& piece : scratch->read_pieces) {
       if (piece.data >= headers_begin && piece.data < headers_end) {
         requests.push_back(RangeRequest{file.number(), at_file, piece.size, piece.data});
+        hashed.push_back(0);
         at_file += piece.size;
         continue;
       }
@@ -225,13 +236,16 @@ bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
           take = std::min(take, routes[route].begin - here);
         }
         requests.push_back(RangeRequest{file.number(), at_file, take, dst});
+        hashed.push_back(data && verify ? 1 : 0);
         at_file += take;
         if (data) AppendPiece(&chunk->data, dst, static_cast<size_t>(take));
         at += take;
       }
       logical += piece.size;
     }
-    Fetch(file, head_end, rest_end - head_end, *scratch, requests);
+    file.CheckRange(head_end, rest_end - head_end);
+    file.source().FetchHashing(requests.data(), requests.size(), scratch->fetch_plan, hashed.data(),
+                               &hasher);
     if (verify) {
       uint64_t position = first_rest_header;
       for (const uint8_t* header = headers_begin; header + kBlockHeaderSize <= headers_end;
@@ -254,7 +268,7 @@ bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
             std::to_string(chunk->data.total) + " of its " + std::to_string(data_size) +
             " data bytes");
   }
-  if (verify) CheckChunkDataHash(*chunk);
+  if (verify) CheckChunkDataHash(*chunk, hasher.Finish());
   return sized;
 }
 

@@ -56,6 +56,8 @@ struct WorkerScratch {
   // other runs fetched with it.
   std::vector<uint8_t> window_bytes;
   std::vector<RangeRequest> requests;
+  // Which of `requests` hold chunk data, hashed as they are copied.
+  std::vector<uint8_t> hashed_requests;
   std::vector<std::pair<size_t, size_t>> requested_runs;  // executor.cc: (run, its first request)
   // How the batch this scratch serves fetches; the plainest outside a batch.
   FetchPlan fetch_plan;

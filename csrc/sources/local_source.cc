@@ -78,18 +78,7 @@ struct LocalSource::OpenFile {
   // allows: a caller can scatter one run of the file straight into the rows
   // it belongs in. A short file is corrupt.
   void ReadContiguous(const RangeRequest* requests, size_t count, bool mapped) const {
-    uint64_t total = 0;
-    for (size_t k = 0; k < count; ++k) total += requests[k].size;
-    if (mapped && map != nullptr && requests[0].offset <= size &&
-        total <= size - requests[0].offset) {
-      if (!CopyFromMapping(map + requests[0].offset, total, requests, count)) {
-        Corrupt("shard " + path + " shrank while it was being read: bytes from offset " +
-                std::to_string(requests[0].offset) + " to " +
-                std::to_string(requests[0].offset + total) +
-                " are gone; a shard must not be truncated or rewritten while a reader has it open");
-      }
-      return;
-    }
+    if (mapped && CopyContiguous(requests, count, nullptr, nullptr)) return;
     std::vector<iovec> vectors;
     vectors.reserve(count);
     for (size_t k = 0; k < count; ++k) {
@@ -120,6 +109,25 @@ struct LocalSource::OpenFile {
         }
       }
     }
+  }
+
+  // Copies `count` requests that lie back to back out of the mapping, each
+  // marked in `hashed` (when not null) also appended to `hasher`. False,
+  // having read nothing, when the range is not all mapped.
+  bool CopyContiguous(const RangeRequest* requests, size_t count, const uint8_t* hashed,
+                      ChunkHasher* hasher) const {
+    uint64_t total = 0;
+    for (size_t k = 0; k < count; ++k) total += requests[k].size;
+    if (map == nullptr || requests[0].offset > size || total > size - requests[0].offset) {
+      return false;
+    }
+    if (!CopyFromMapping(map + requests[0].offset, total, requests, count, hashed, hasher)) {
+      Corrupt("shard " + path + " shrank while it was being read: bytes from offset " +
+              std::to_string(requests[0].offset) + " to " +
+              std::to_string(requests[0].offset + total) +
+              " are gone; a shard must not be truncated or rewritten while a reader has it open");
+    }
+    return true;
   }
 
   std::string path;
@@ -221,6 +229,21 @@ void LocalSource::Fetch(RangeRequest* requests, size_t count, const FetchPlan& p
   // IO threads would only add a hand-over to: they stay on this thread.
   io_.Run(plan.gather_bytes == 0 ? 0 : std::min(groups.size() - 1, kIoHelpers), read);
   if (first_error) std::rethrow_exception(first_error);
+}
+
+void LocalSource::FetchHashing(RangeRequest* requests, size_t count, const FetchPlan& plan,
+                               const uint8_t* hashed, ChunkHasher* hasher) {
+  if (count > 0 && plan.from_mappings) {
+    bool one_group = true;
+    for (size_t k = 1; k < count && one_group; ++k) {
+      one_group = requests[k].file == requests[0].file &&
+                  requests[k].offset == requests[k - 1].offset + requests[k - 1].size;
+    }
+    if (one_group && Open(requests[0].file)->CopyContiguous(requests, count, hashed, hasher)) {
+      return;
+    }
+  }
+  ShardSource::FetchHashing(requests, count, plan, hashed, hasher);
 }
 
 FetchPlan LocalSource::PlanBatch(const RangeRequest* ranges, size_t count) {

@@ -52,6 +52,9 @@ class LocalSource : public ShardSource, public ForkGuarded {
   // A warm plan copies out of each shard's mapping; any other, preadv.
   using ShardSource::Fetch;
   void Fetch(RangeRequest* requests, size_t count, const FetchPlan& plan) override;
+  // From a mapping: each hashed piece is hashed and copied in one pass.
+  void FetchHashing(RangeRequest* requests, size_t count, const FetchPlan& plan,
+                    const uint8_t* hashed, ChunkHasher* hasher) override;
   // Warm while the batch's shards are in the page cache (a few ranges,
   // sampled with non-blocking one-byte reads): no gathering, and copies out
   // of the mappings when SIGBUS is ours to catch. Cold: a few MiB per decode

@@ -158,7 +158,7 @@ bool GuardMappedCopies() {
 }
 
 bool CopyFromMapping(const uint8_t* source, uint64_t size, const RangeRequest* requests,
-                     size_t count) {
+                     size_t count, const uint8_t* hashed, ChunkHasher* hasher) {
   GuardedCopy copy;
   copy.begin = source;
   copy.end = source + size;
@@ -169,7 +169,13 @@ bool CopyFromMapping(const uint8_t* source, uint64_t size, const RangeRequest* r
   asm volatile("" ::: "memory");
   const uint8_t* from = source;
   for (size_t k = 0; k < count; ++k) {
-    std::memcpy(requests[k].dst, from, static_cast<size_t>(requests[k].size));
+    // The hasher's state lives in the caller's frame: a fault that jumps out
+    // of it mid-step leaves a hash that is never finished, only dropped.
+    if (hashed != nullptr && hashed[k] != 0) {
+      hasher->CopyAndAppend(requests[k].dst, from, static_cast<size_t>(requests[k].size));
+    } else {
+      std::memcpy(requests[k].dst, from, static_cast<size_t>(requests[k].size));
+    }
     from += requests[k].size;
   }
   asm volatile("" ::: "memory");

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "container/chunk_hasher.h"
 #include "sources/shard_source.h"
 
 namespace sdsl {
@@ -17,8 +18,10 @@ namespace sdsl {
 // `requests` (their sizes summing to `size`; their offsets are not read).
 // False when a page of `source` no longer exists. Only while
 // GuardMappedCopies() says true may it be called.
+// `hashed` (when not null): the requests whose bytes are also appended to
+// `hasher`, each in the same pass as its copy.
 bool CopyFromMapping(const uint8_t* source, uint64_t size, const RangeRequest* requests,
-                     size_t count);
+                     size_t count, const uint8_t* hashed = nullptr, ChunkHasher* hasher = nullptr);
 
 // Whether SIGBUS goes to the handler CopyFromMapping relies on first. Our
 // handler is installed over another only once, the first time: a handler

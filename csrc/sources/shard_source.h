@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "container/chunk_hasher.h"
+
 namespace sdsl {
 
 struct RangeRequest {
@@ -53,6 +55,18 @@ class ShardSource {
   virtual void Fetch(RangeRequest* requests, size_t count, const FetchPlan& plan) = 0;
   // A fetch outside any batch (a footer, a probe): the plainest plan.
   void Fetch(RangeRequest* requests, size_t count) { Fetch(requests, count, FetchPlan{}); }
+
+  // Fetch, and the bytes of each request whose `hashed[k]` is set appended
+  // to `hasher` in request order. A source that copies out of memory
+  // (LocalSource, from a mapping) hashes each piece as it copies it; by
+  // default the pieces are hashed where they landed, after the fetch.
+  virtual void FetchHashing(RangeRequest* requests, size_t count, const FetchPlan& plan,
+                            const uint8_t* hashed, ChunkHasher* hasher) {
+    Fetch(requests, count, plan);
+    for (size_t k = 0; k < count; ++k) {
+      if (hashed[k] != 0) hasher->Append(requests[k].dst, static_cast<size_t>(requests[k].size));
+    }
+  }
 
   // How to fetch a batch whose runs are `ranges` (in plan order, dst unset),
   // asked once per batch before any is fetched.
