@@ -18,6 +18,10 @@ random access would pick:
 - LitData: `litdata.optimize` into 64 MB chunks (the field as its numpy
   array), zstd or not as the variant; `litdata.StreamingDataset(...)[i]` per
   record, stacked.
+- Grain: `grain.sources.ArrayRecordDataSource` over the SDS dataset's own
+  shards (they are ArrayRecord files: nothing is converted), a batch per
+  `__getitems__`, each record's SafeTensors header, tensor and descriptor
+  decoded in Python with json and numpy.
 
 Every method reads the same seeded shuffled batches of `--batch-size`
 (default 256) on one thread, from a warm page cache (each peer's files are
@@ -36,7 +40,7 @@ Not part of the package or of CI. Peers go into the development environment
 only, under constraints that keep its numpy and torch:
 
     printf 'numpy<2.5\\ntorch==2.13.0\\n' > /tmp/peer-constraints.txt
-    .venv/bin/python -m pip install -c /tmp/peer-constraints.txt datasets litdata transformers
+    .venv/bin/python -m pip install -c /tmp/peer-constraints.txt datasets litdata transformers grain
     .venv/bin/python -m pip install --no-deps mosaicml-streaming      # it pins numpy<2.2
     .venv/bin/python -m pip install -c /tmp/peer-constraints.txt brotli python-snappy zstd catalogue
     .venv/bin/python -m pip uninstall -y torchvision   # PyPI's build does not load against torch+cpu
@@ -55,6 +59,7 @@ import os
 import platform
 import shutil
 import statistics
+import struct
 import sys
 import time
 import types
@@ -259,6 +264,69 @@ class _Lit(_Peer):
         return out, labels
 
 
+#: safetensors' dtype names for the dtypes these records hold.
+SAFETENSORS_DTYPES = {"C64": np.complex64, "I16": np.int16, "F32": np.float32, "I32": np.int32}
+
+
+def decode_sds_record(data: bytes, dtype: np.dtype, shape: tuple[int, ...]) -> tuple[np.ndarray, int]:
+    """An SDS record's samples and label from its SafeTensors bytes, as a user
+    of a generic record reader would decode it: the header's JSON, the field's
+    tensor named by the descriptor, and the label from the descriptor's
+    metadata. Nothing is verified beyond what numpy and json check."""
+    (header_size,) = struct.unpack_from("<Q", data)
+    header = json.loads(data[8 : 8 + header_size])
+    body = 8 + header_size
+    begin, end = header["__sds_descriptor__"]["data_offsets"]
+    descriptor = json.loads(data[body + begin : body + end])
+    entry = header[descriptor["fields"]["samples"]["tensor"]]
+    begin, end = entry["data_offsets"]
+    stored = np.dtype(SAFETENSORS_DTYPES[entry["dtype"]])
+    samples = np.frombuffer(data, dtype=stored, count=(end - begin) // stored.itemsize, offset=body + begin)
+    return samples.reshape(shape).astype(dtype, copy=False), int(descriptor["metadata"]["label"])
+
+
+def _pin_process(cpus: set[int]) -> None:
+    """Every thread of this process onto `cpus` (threads started later inherit it)."""
+    for task in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(task), cpus)
+        except OSError:
+            pass  # a thread that has just ended
+
+
+class _Grain(_Peer):
+    """Grain's ArrayRecord source over the SDS dataset's own shards (no
+    conversion: the shards are ArrayRecord files), `__getitems__` per batch,
+    each record's SafeTensors decoded in Python (decode_sds_record)."""
+
+    def __init__(self, uri: str, dtype: np.dtype, shape: tuple[int, ...], *, one_core: bool = False) -> None:
+        import grain.sources
+
+        from sds_loader.dataset import shard_table
+
+        super().__init__(dtype, shape)
+        # ArrayRecord reads a batch's records on its own thread pool (about
+        # 1.6 cores busy here): held to one core, every thread of this process
+        # shares the core the others' rows run on, until close().
+        self.affinity = None
+        if one_core and hasattr(os, "sched_setaffinity"):
+            self.affinity = os.sched_getaffinity(0)
+            _pin_process({min(self.affinity)})
+        # Shards in dataset order: the source's index is then the ordinal.
+        self.source = grain.sources.ArrayRecordDataSource(list(shard_table(sds.open(uri)).paths))
+
+    def close(self) -> None:
+        if self.affinity is not None:
+            _pin_process(self.affinity)
+
+    def read(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        out = np.empty((batch.size, *self.shape), dtype=self.dtype)
+        labels = np.empty(batch.size, dtype=np.int64)
+        for row, data in enumerate(self.source.__getitems__(batch.tolist())):
+            out[row], labels[row] = decode_sds_record(data, self.dtype, self.shape)
+        return out, labels
+
+
 class _Sds(Runner):
     def __init__(self, uri: str, threads: int, verify: bool | str, *, second_epoch: bool = False) -> None:
         from sds_loader import BatchReader
@@ -406,6 +474,16 @@ def run_variant(
         ("hf", 'Hugging Face datasets, Arrow memory-mapped, with_format("numpy"), ds[indices]', arrow),
         ("mds", "MosaicML Streaming, MDS, ds[i]", mds),
         ("litdata", "LitData, ds[i]", lit),
+        (
+            "grain",
+            "Grain ArrayRecordDataSource on the SDS shards, __getitems__ + SafeTensors decode",
+            lambda: _Grain(uri, dtype, shape),
+        ),
+        (
+            "grain_1",
+            "Grain, as above, the process held to one core",
+            lambda: _Grain(uri, dtype, shape, one_core=True),
+        ),
         ("sds_getitems", "signal_dataset Dataset.__getitems__", lambda: _SdsGetitems(uri)),
     ]
     rows: list[Row] = []
