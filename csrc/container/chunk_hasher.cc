@@ -25,9 +25,9 @@ const HasherSteps* BestSteps() {
 
 }  // namespace
 
-ChunkHasher::ChunkHasher() {
-  static const HasherSteps* const steps = BestSteps();
-  steps_ = steps;
+ChunkHasher::ChunkHasher(Target target) {
+  static const HasherSteps* const best = BestSteps();
+  steps_ = target == Target::kBest ? best : &Portable::kHasherSteps;
   steps_->start(state_);
 }
 

@@ -26,8 +26,12 @@ class ChunkHasher {
   // Room for the widest implementation's state (AVX2: 224 bytes).
   static constexpr size_t kStateBytes = 320;
 
-  // Keyed as Riegeli keys it, on the best instruction set this CPU has.
-  ChunkHasher();
+  // Which implementation: the fastest this CPU runs, or the portable one
+  // every CPU does (for tests, which would otherwise never reach it here).
+  enum class Target { kBest, kPortable };
+
+  // Keyed as Riegeli keys it.
+  explicit ChunkHasher(Target target = Target::kBest);
   ChunkHasher(const ChunkHasher&) = delete;
   ChunkHasher& operator=(const ChunkHasher&) = delete;
 

@@ -2,9 +2,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "container/chunk_hasher.h"
 #include "python/bindings.h"
 #include "python/errors.h"
 #include "tools/shard_tools.h"
@@ -115,6 +117,37 @@ void BindShardTools(py::module_& m) {
       },
       py::arg("chunks"), py::arg("repeats") = 1, py::arg("hash") = true,
       py::arg("batch_rows") = 256);
+  m.def(
+      "chunk_hash",
+      [](const py::bytes& data, const std::vector<size_t>& cuts, const std::vector<bool>& copied,
+         bool portable) {
+        const std::string bytes = data;
+        std::string copy(bytes.size(), '\0');
+        uint64_t hash;
+        {
+          py::gil_scoped_release release;
+          sdsl::ChunkHasher hasher(portable ? sdsl::ChunkHasher::Target::kPortable
+                                            : sdsl::ChunkHasher::Target::kBest);
+          const auto* in = reinterpret_cast<const uint8_t*>(bytes.data());
+          auto* out = reinterpret_cast<uint8_t*>(&copy[0]);
+          size_t at = 0;
+          for (size_t k = 0; k <= cuts.size(); ++k) {
+            const size_t end = k < cuts.size() ? std::min(cuts[k], bytes.size()) : bytes.size();
+            if (end < at) continue;
+            if (k < copied.size() && copied[k]) {
+              hasher.CopyAndAppend(out + at, in + at, end - at);
+            } else {
+              hasher.Append(in + at, end - at);
+            }
+            at = end;
+          }
+          hash = hasher.Finish();
+        }
+        return py::make_tuple(hash, py::bytes(copy));
+      },
+      py::arg("data"), py::arg("cuts"), py::arg("copied"), py::arg("portable") = false,
+      "Riegeli's hash of `data` appended in pieces cut at `cuts`, piece k copied "
+      "as it is hashed where copied[k]; and the copy (zeros where not copied).");
   m.def(
       "bound_memcpy",
       [](const std::vector<std::string>& buffers, int repeats) {
