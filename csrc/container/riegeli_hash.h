@@ -1,4 +1,6 @@
-// Riegeli's 64-bit HighwayHash, keyed with "Riegeli/records\n" twice.
+// Riegeli's 64-bit HighwayHash, keyed with "Riegeli/records\n" twice, over
+// bytes held whole or in pieces (ChunkHasher, for bytes that arrive in
+// pieces over time).
 #ifndef SDS_LOADER_RIEGELI_HASH_H_
 #define SDS_LOADER_RIEGELI_HASH_H_
 
