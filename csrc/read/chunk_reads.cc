@@ -108,11 +108,19 @@ void AppendPiece(Pieces* pieces, const uint8_t* data, size_t size) {
 
 // Fetches `requests`, consecutive pieces of [offset, offset + size) of
 // `file`, after checking the whole range against the shard's size. The
-// source reads adjacent pieces together (LocalSource: one preadv).
+// source reads adjacent pieces together (LocalSource: one preadv). With a
+// `hasher`, the requests marked in `hashed` are appended to it as they are
+// copied (ShardSource::FetchHashing).
 void Fetch(const ShardFile& file, uint64_t offset, uint64_t size, const WorkerScratch& scratch,
-           std::vector<RangeRequest>& requests) {
+           std::vector<RangeRequest>& requests, const std::vector<uint8_t>* hashed = nullptr,
+           ChunkHasher* hasher = nullptr) {
   file.CheckRange(offset, size);
-  file.source().Fetch(requests.data(), requests.size(), scratch.fetch_plan);
+  if (hasher != nullptr) {
+    file.source().FetchHashing(requests.data(), requests.size(), scratch.fetch_plan, hashed->data(),
+                               hasher);
+  } else {
+    file.source().Fetch(requests.data(), requests.size(), scratch.fetch_plan);
+  }
 }
 
 }  // namespace
@@ -213,7 +221,7 @@ bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
     for (const MutableSpan& piece : scratch->read_pieces) {
       if (piece.data >= headers_begin && piece.data < headers_end) {
         requests.push_back(RangeRequest{file.number(), at_file, piece.size, piece.data});
-        hashed.push_back(0);
+        if (verify) hashed.push_back(0);
         at_file += piece.size;
         continue;
       }
@@ -236,16 +244,15 @@ bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
           take = std::min(take, routes[route].begin - here);
         }
         requests.push_back(RangeRequest{file.number(), at_file, take, dst});
-        hashed.push_back(data && verify ? 1 : 0);
+        if (verify) hashed.push_back(data ? 1 : 0);
         at_file += take;
         if (data) AppendPiece(&chunk->data, dst, static_cast<size_t>(take));
         at += take;
       }
       logical += piece.size;
     }
-    file.CheckRange(head_end, rest_end - head_end);
-    file.source().FetchHashing(requests.data(), requests.size(), scratch->fetch_plan, hashed.data(),
-                               &hasher);
+    Fetch(file, head_end, rest_end - head_end, *scratch, requests, &hashed,
+          verify ? &hasher : nullptr);
     if (verify) {
       uint64_t position = first_rest_header;
       for (const uint8_t* header = headers_begin; header + kBlockHeaderSize <= headers_end;

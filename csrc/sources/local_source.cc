@@ -49,6 +49,17 @@ bool Resident(int fd, uint64_t offset) {
 #endif
 }
 
+// Whether `requests` lie in one shard, each beginning where the one before ends.
+bool BackToBack(const RangeRequest* requests, size_t count) {
+  for (size_t k = 1; k < count; ++k) {
+    if (requests[k].file != requests[0].file ||
+        requests[k].offset != requests[k - 1].offset + requests[k - 1].size) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 struct LocalSource::OpenFile {
@@ -184,12 +195,7 @@ void LocalSource::Fetch(RangeRequest* requests, size_t count, const FetchPlan& p
   // The usual warm request: one run of one shard, back to back. It is read
   // here, without the groups and the helper function below, which cost two
   // mallocs a run, as much as the copy of a short record.
-  bool one_group = true;
-  for (size_t k = 1; k < count && one_group; ++k) {
-    one_group = requests[k].file == requests[0].file &&
-                requests[k].offset == requests[k - 1].offset + requests[k - 1].size;
-  }
-  if (one_group) {
+  if (BackToBack(requests, count)) {
     Open(requests[0].file)->ReadContiguous(requests, count, mapped);
     return;
   }
@@ -233,15 +239,9 @@ void LocalSource::Fetch(RangeRequest* requests, size_t count, const FetchPlan& p
 
 void LocalSource::FetchHashing(RangeRequest* requests, size_t count, const FetchPlan& plan,
                                const uint8_t* hashed, ChunkHasher* hasher) {
-  if (count > 0 && plan.from_mappings) {
-    bool one_group = true;
-    for (size_t k = 1; k < count && one_group; ++k) {
-      one_group = requests[k].file == requests[0].file &&
-                  requests[k].offset == requests[k - 1].offset + requests[k - 1].size;
-    }
-    if (one_group && Open(requests[0].file)->CopyContiguous(requests, count, hashed, hasher)) {
-      return;
-    }
+  if (count > 0 && plan.from_mappings && BackToBack(requests, count) &&
+      Open(requests[0].file)->CopyContiguous(requests, count, hashed, hasher)) {
+    return;
   }
   ShardSource::FetchHashing(requests, count, plan, hashed, hasher);
 }
