@@ -36,6 +36,7 @@ from sds_factory import (
     shard_ordinals,
     write_dataset,
 )
+from shard_surgery import tensor_byte_offset
 
 import sds_loader
 
@@ -321,14 +322,6 @@ def test_records_the_damage_does_not_reach(damaged, pristine):
 # -- verify_checksums=False ------------------------------------------------------
 
 
-def _find_tensor_byte(data: bytearray, tensor: bytes, index: int) -> int:
-    """The file offset of byte `index` of a record's tensor in an uncompressed shard."""
-    window = tensor[index - 16 : index + 16]
-    offset = data.find(window)
-    assert offset >= 0 and data.find(window, offset + 1) < 0, "tensor bytes not found exactly once"
-    return offset + 16
-
-
 @pytest.fixture(scope="module")
 def uncompressed(tmp_path_factory) -> str:
     """Tensor bytes and record sizes stored as written, so they can be damaged precisely."""
@@ -352,7 +345,7 @@ def uncompressed_flip(uncompressed, tmp_path) -> Damaged:
     tensor = sds.open(uncompressed)[1]["samples"].data.tobytes()
 
     def damage(target: Target) -> list[int]:
-        flip(target, _find_tensor_byte(target.data, tensor, FLIPPED_BYTE))
+        flip(target, tensor_byte_offset(target.data, tensor, FLIPPED_BYTE))
         return [1]
 
     return damaged_copy(uncompressed, tmp_path, damage)

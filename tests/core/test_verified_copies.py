@@ -7,6 +7,7 @@ every byte of it, in order, and nothing of the block headers between."""
 from __future__ import annotations
 
 import os
+import shutil
 from functools import partial
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 import signal_dataset as sds
 from native_required import _native  # noqa: F401 - a build without it fails the run (conftest.py)
 from sds_factory import assert_matches_reference, capture, shard_ordinals, write_dataset
+from shard_surgery import tensor_byte_offset
 
 import sds_loader
 from sds_loader.errors import CorruptShardError
@@ -51,19 +53,13 @@ def _copy_with_flip(root: str, destination, ordinal: int, at: int) -> tuple[str,
     """A copy of the dataset with one bit flipped at byte `at` of record
     `ordinal`'s samples tensor (negative: from its end). Returns the copy and
     the damaged shard's path."""
-    import shutil
-
     copy = os.fspath(destination / "copy")
     shutil.copytree(root, copy)
     tensor = sds.open(copy)[ordinal]["samples"].data.tobytes()
-    index = at if at >= 0 else len(tensor) + at
-    window = tensor[max(0, index - 16) : index + 16]
     shard = next(path for path, owned in shard_ordinals(copy).items() if ordinal in owned)
     with open(shard, "rb") as file:
         data = bytearray(file.read())
-    found = data.find(window)
-    assert found >= 0 and data.find(window, found + 1) < 0, "tensor bytes not found exactly once"
-    data[found + (index - max(0, index - 16))] ^= 0x20
+    data[tensor_byte_offset(data, tensor, at if at >= 0 else len(tensor) + at)] ^= 0x20
     with open(shard, "wb") as file:
         file.write(data)
     return copy, shard

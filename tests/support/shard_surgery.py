@@ -39,6 +39,17 @@ def riegeli_hash(data: bytes) -> int:
     return _hash_function(bytes(data))
 
 
+def tensor_byte_offset(data: bytes | bytearray, tensor: bytes, index: int) -> int:
+    """The offset in `data` (an uncompressed shard's bytes) of byte `index`
+    of a record's `tensor`, found by the 32 bytes around it (fewer at the
+    tensor's ends), which must occur in the shard exactly once."""
+    start = max(0, index - 16)
+    window = tensor[start : index + 16]
+    offset = data.find(window)
+    assert offset >= 0 and data.find(window, offset + 1) < 0, "tensor bytes not found exactly once"
+    return offset + index - start
+
+
 def varint(value: int) -> bytes:
     out = bytearray()
     while True:
