@@ -109,7 +109,7 @@ size_t OnBody(char* data, size_t size, size_t count, void* user) {
       get.overflowed = true;
       return 0;
     }
-    const ByteSpan& span = get.spans[transfer->span];
+    const BodySpan& span = get.spans[transfer->span];
     const uint64_t room = span.size - transfer->span_done;
     const size_t take = static_cast<size_t>(std::min<uint64_t>(room, length - done));
     std::memcpy(span.data + transfer->span_done, data + done, take);

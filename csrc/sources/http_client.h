@@ -28,7 +28,7 @@ namespace sdsl {
 // exactly: a body longer than their total ends the transfer (the server
 // ignored the range). Any other answer, or a GET with no spans, is kept in
 // `body`, up to `body_limit` bytes.
-struct ByteSpan {
+struct BodySpan {
   uint8_t* data = nullptr;
   uint64_t size = 0;
 };
@@ -37,7 +37,7 @@ struct HttpGet {
   std::string url;
   std::string range;     // the Range header's value, "bytes=a-b" or "bytes=-n"
   std::string if_match;  // an If-Match header, when not empty
-  std::vector<ByteSpan> spans;
+  std::vector<BodySpan> spans;
   uint64_t body_limit = 64 << 10;
 
   // What came back.

@@ -301,17 +301,9 @@ void ObjectStoreSource::StoreGaps(std::vector<std::pair<size_t, NodeCache::Gap>>
   auto claims = std::make_shared<std::vector<std::pair<size_t, NodeCache::Gap>>>(std::move(gaps));
   auto store = [this, runs, claims]() {
     ClaimRelease release(cache_.get(), claims.get());
-    // Room for all the runs at once where they fit, else each on its own.
-    uint64_t bytes = 0;
-    for (const Run& run : *runs) bytes += NodeCache::EntryFileBytes(run.data.size());
-    const bool reserved = cache_->ReserveBytes(bytes);
     for (const Run& run : *runs) {
       const std::shared_ptr<NodeCache::Object> object = CachedObject(run.file);
-      if (object != nullptr) {
-        cache_->Store(*object, run.offset, run.data.size(), run.data.data(), reserved);
-      } else if (reserved) {
-        cache_->UnreserveBytes(NodeCache::EntryFileBytes(run.data.size()));
-      }
+      if (object != nullptr) cache_->Store(*object, run.offset, run.data.size(), run.data.data());
     }
   };
   bool posted = false;
@@ -375,7 +367,7 @@ std::vector<std::shared_ptr<const ObjectStoreSource::Tail>> ObjectStoreSource::O
     }
   }
   if (wanted.empty()) return opened;
-  const std::vector<TailAnswer> answers = FetchTails(wanted, /*from_cache=*/true);
+  const std::vector<TailAnswer> answers = FetchTails(wanted, kCacheTries);
 
   std::lock_guard<std::mutex> lock(mutex_);
   for (size_t k = 0; k < wanted.size(); ++k) {
@@ -411,46 +403,56 @@ namespace {
 // The node cache's locks on URLs being opened, let go of however the open ends.
 class UrlLocks {
  public:
-  UrlLocks(NodeCache* cache, size_t count) : cache_(cache), fds_(count, -1) {}
-  ~UrlLocks() {
+  UrlLocks(NodeCache* cache, const std::vector<std::string>& urls, size_t count)
+      : cache_(cache), urls_(urls), fds_(count, -1) {}
+  ~UrlLocks() { ReleaseAll(); }
+  void ReleaseAll() {
     if (cache_ == nullptr) return;  // no cache: no lock was taken
-    for (const int fd : fds_) cache_->UnlockUrl(fd);
+    for (size_t k = 0; k < fds_.size(); ++k) {
+      cache_->UnlockUrl(urls_[k], fds_[k]);
+      fds_[k] = -1;
+    }
   }
   int& operator[](size_t k) { return fds_[k]; }
 
  private:
   NodeCache* cache_;
+  std::vector<std::string> urls_;
   std::vector<int> fds_;
 };
 
 }  // namespace
 
 std::vector<ObjectStoreSource::TailAnswer> ObjectStoreSource::FetchTails(
-    const std::vector<size_t>& wanted, bool from_cache) {
-  NodeCache* const cache = cache_ != nullptr && cache_->enabled() ? cache_.get() : nullptr;
+    const std::vector<size_t>& wanted, int cache_tries) {
+  NodeCache* const cache =
+      cache_ != nullptr && cache_->enabled() && cache_tries > 0 ? cache_.get() : nullptr;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(settings_.http.stall_timeout_s));
   // With a node cache, a shard whose footer it may hold is asked only for
   // its last byte (its version and size, to check against the cache's); a
   // shard it knows nothing of is opened by one process of the node at a
-  // time, so that the others find its footer in the cache.
+  // time, so that the others find its footer in the cache. The locks are
+  // taken without waiting: a shard another process is opening is left for
+  // a second round, once this round's locks are let go, so that no process
+  // waits for a lock while holding one another may be waiting for.
   std::vector<bool> probe(wanted.size(), false);
   std::vector<std::string> known_version(wanted.size());
   std::vector<uint64_t> known_size(wanted.size(), 0);
-  UrlLocks locks(cache_.get(), wanted.size());
-  if (cache != nullptr && from_cache) {
+  std::vector<std::string> urls;
+  for (const size_t file : wanted) urls.push_back(settings_.urls[file]);
+  UrlLocks locks(cache, urls, wanted.size());
+  std::vector<size_t> later;  // indexes into `wanted`: opened by another process now
+  std::vector<size_t> mine;
+  if (cache != nullptr) {
     for (size_t k = 0; k < wanted.size(); ++k) {
-      const std::string& url = settings_.urls[wanted[k]];
-      probe[k] = cache->Known(url, &known_version[k], &known_size[k]);
-      if (!probe[k]) locks[k] = cache->LockUrl(url, /*wait=*/false, deadline);
+      probe[k] = cache->Known(urls[k], &known_version[k], &known_size[k]);
+      if (!probe[k]) locks[k] = cache->LockUrl(urls[k], /*wait=*/false, deadline);
+      (probe[k] || locks[k] >= 0 ? mine : later).push_back(k);
     }
-    for (size_t k = 0; k < wanted.size(); ++k) {
-      if (probe[k] || locks[k] >= 0) continue;
-      const std::string& url = settings_.urls[wanted[k]];
-      locks[k] = cache->LockUrl(url, /*wait=*/true, deadline);
-      probe[k] = cache->Known(url, &known_version[k], &known_size[k]);
-    }
+  } else {
+    for (size_t k = 0; k < wanted.size(); ++k) mine.push_back(k);
   }
   // Each shard's tail and first bytes, all in flight at once. A head that
   // fails costs nothing (the core's own read of those bytes fetches and
@@ -459,12 +461,12 @@ std::vector<ObjectStoreSource::TailAnswer> ObjectStoreSource::FetchTails(
   std::vector<S3Get> heads(wanted.size());
   std::vector<S3Get*> required;
   std::vector<S3Get*> optional;
-  for (size_t k = 0; k < wanted.size(); ++k) {
+  for (const size_t k : mine) {
     const uint64_t tail_bytes = probe[k] ? 1 : settings_.tail_bytes;
     S3Get& tail = tails[k];
     tail.file = wanted[k];
     tail.tail = true;
-    tail.http.url = settings_.urls[wanted[k]];
+    tail.http.url = urls[k];
     tail.http.range = "bytes=-" + std::to_string(tail_bytes);
     tail.http.body_limit = tail_bytes;
     required.push_back(&tail);
@@ -472,16 +474,15 @@ std::vector<ObjectStoreSource::TailAnswer> ObjectStoreSource::FetchTails(
     S3Get& head = heads[k];
     head.file = wanted[k];
     head.size = settings_.head_bytes;
-    head.http.url = settings_.urls[wanted[k]];
+    head.http.url = urls[k];
     head.http.range = RangeHeader(0, settings_.head_bytes);
     head.http.body_limit = settings_.head_bytes;
     optional.push_back(&head);
   }
-  Attempts(*this).Run(std::move(required), std::move(optional));
+  if (!required.empty()) Attempts(*this).Run(std::move(required), std::move(optional));
 
   std::vector<TailAnswer> answers(wanted.size());
-  std::vector<size_t> again;  // probed shards the cache turned out not to hold
-  for (size_t k = 0; k < wanted.size(); ++k) {
+  for (const size_t k : mine) {
     const HttpGet& http = tails[k].http;
     ContentRange range{0, http.received, http.received};
     if (!http.content_range.empty()) ParseContentRange(http.content_range, &range);
@@ -489,13 +490,10 @@ std::vector<ObjectStoreSource::TailAnswer> ObjectStoreSource::FetchTails(
     answer.version = VersionOf(settings_.store, http);
     answer.size = range.total;
     if (probe[k]) {
-      if (!ReadCachedTail(wanted[k], known_version[k], known_size[k], &answer, deadline)) {
-        // The process opening it may not have written its footer yet: it
-        // holds the shard's lock until it has.
-        if (locks[k] < 0) locks[k] = cache->LockUrl(settings_.urls[wanted[k]], true, deadline);
-        if (!ReadCachedTail(wanted[k], known_version[k], known_size[k], &answer, deadline))
-          again.push_back(k);
-      }
+      // The process opening it may not have written its footer yet: tried
+      // again once this round's locks are let go.
+      if (!ReadCachedTail(wanted[k], known_version[k], known_size[k], &answer, deadline))
+        later.push_back(k);
       continue;
     }
     answer.start = range.first;
@@ -505,7 +503,7 @@ std::vector<ObjectStoreSource::TailAnswer> ObjectStoreSource::FetchTails(
       answer.head = head.http.body;
     if (cache != nullptr && !answer.version.empty()) {
       const std::shared_ptr<NodeCache::Object> object =
-          cache->Open(settings_.urls[wanted[k]], answer.version, answer.size);
+          cache->Open(urls[k], answer.version, answer.size);
       if (object != nullptr) {
         cache->Store(*object, answer.start, answer.data.size(),
                      reinterpret_cast<const uint8_t*>(answer.data.data()));
@@ -516,11 +514,18 @@ std::vector<ObjectStoreSource::TailAnswer> ObjectStoreSource::FetchTails(
       }
     }
   }
-  if (!again.empty()) {
+  locks.ReleaseAll();
+  if (!later.empty()) {
+    // Holding no lock now: wait for each opener to let go, then read what
+    // it left in the cache (or fetch the shard, on the last try).
     std::vector<size_t> files;
-    for (const size_t k : again) files.push_back(wanted[k]);
-    const std::vector<TailAnswer> fetched = FetchTails(files, /*from_cache=*/false);
-    for (size_t j = 0; j < again.size(); ++j) answers[again[j]] = fetched[j];
+    for (const size_t k : later) {
+      cache->UnlockUrl(urls[k], cache->LockUrl(urls[k], /*wait=*/true, deadline));
+      files.push_back(wanted[k]);
+    }
+    const bool in_time = std::chrono::steady_clock::now() < deadline;
+    const std::vector<TailAnswer> fetched = FetchTails(files, in_time ? cache_tries - 1 : 0);
+    for (size_t j = 0; j < later.size(); ++j) answers[later[j]] = fetched[j];
   }
   return answers;
 }
@@ -536,8 +541,10 @@ bool ObjectStoreSource::ReadCachedTail(size_t file, const std::string& known_ver
   const uint64_t start =
       answer->size > settings_.tail_bytes ? answer->size - settings_.tail_bytes : 0;
   std::string data(answer->size - start, '\0');
+  // Not waited for: the caller may hold locks that another process needs.
   std::vector<NodeCache::Gap> gaps =
-      cache_->Read(*object, start, data.size(), reinterpret_cast<uint8_t*>(data.data()), deadline);
+      cache_->Read(*object, start, data.size(), reinterpret_cast<uint8_t*>(data.data()), deadline,
+                   /*may_wait=*/false);
   if (!gaps.empty()) {
     for (const NodeCache::Gap& gap : gaps) cache_->Release(gap);
     return false;
@@ -548,7 +555,7 @@ bool ObjectStoreSource::ReadCachedTail(size_t file, const std::string& known_ver
   if (head_bytes > 0) {
     std::string head(head_bytes, '\0');
     gaps = cache_->Read(*object, 0, head_bytes, reinterpret_cast<uint8_t*>(head.data()), deadline,
-                        /*wait=*/false);
+                        /*may_wait=*/false, /*readahead=*/true);
     // The head is optional: without it, the core's first read of those bytes fetches them.
     if (gaps.empty()) answer->head = std::move(head);
     for (const NodeCache::Gap& gap : gaps) cache_->Release(gap);
@@ -584,15 +591,24 @@ FetchPlan ObjectStoreSource::PlanBatch(const RangeRequest* ranges, size_t count)
 void ObjectStoreSource::Fetch(RangeRequest* requests, size_t count, const FetchPlan& /*plan*/) {
   // What the tail, the head and the readahead cache do not hold is fetched:
   // back-to-back requests of one shard as one range, long ranges in parts.
-  // A batch's requests come shard by shard: each shard's tail is looked up
-  // (or opened) once, not once a request.
-  std::shared_ptr<const Tail> tail;
-  size_t tail_file = 0;
+  // Every shard's tail is opened first, in one round: opening may wait for
+  // another process, and nothing is claimed yet.
+  std::vector<size_t> files;
+  for (size_t k = 0; k < count; ++k) {
+    if (requests[k].size > 0 && (files.empty() || files.back() != requests[k].file))
+      files.push_back(requests[k].file);
+  }
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  const std::vector<std::shared_ptr<const Tail>> opened = OpenTails(files);
   std::vector<RangeRequest> rest;
   // Ranges the node cache lacks, each claimed for this read while it is
   // fetched: let go of when stored, or when the fetch fails.
   std::vector<std::pair<size_t, NodeCache::Gap>> gaps;
   ClaimRelease release(cache_.get(), &gaps);
+  // Ranges another process is fetching, read again once this read's own
+  // claims are fetched: a read never waits while it holds claims.
+  std::vector<std::pair<size_t, NodeCache::Gap>> pending;
   // Waiting for announced bytes is the first attempt at them, bounded as
   // any attempt is by the stall timeout: a read that waited that long for
   // an announcement that stalled has one attempt fewer of its own.
@@ -603,21 +619,27 @@ void ObjectStoreSource::Fetch(RangeRequest* requests, size_t count, const FetchP
   size_t cached_file = 0;
   std::shared_ptr<NodeCache::Object> cached_object;
   std::vector<NodeCache::Gap> cached_wanted;
-  auto flush_cached = [&]() {
-    if (cached_wanted.empty()) return;
-    for (const NodeCache::Gap& gap : cache_->Read(*cached_object, cached_wanted, deadline)) {
-      rest.push_back({cached_file, gap.offset, gap.size, gap.dst});
-      gaps.emplace_back(cached_file, gap);
+  auto take = [&](size_t file, const std::vector<NodeCache::Gap>& found) {
+    for (const NodeCache::Gap& gap : found) {
+      if (gap.claim_fd == NodeCache::Gap::kPending) {
+        pending.emplace_back(file, gap);
+        continue;
+      }
+      rest.push_back({file, gap.offset, gap.size, gap.dst});
+      gaps.emplace_back(file, gap);
     }
+  };
+  auto flush_cached = [&](bool may_wait) {
+    if (cached_wanted.empty()) return;
+    take(cached_file, cache_->Read(*cached_object, cached_wanted, deadline, may_wait));
     cached_wanted.clear();
   };
   for (size_t k = 0; k < count; ++k) {
     RangeRequest request = requests[k];
     if (request.size == 0) continue;
-    if (tail == nullptr || tail_file != request.file) {
-      tail = OpenTails({request.file})[0];
-      tail_file = request.file;
-    }
+    const size_t at = static_cast<size_t>(
+        std::lower_bound(files.begin(), files.end(), request.file) - files.begin());
+    const std::shared_ptr<const Tail>& tail = opened[at];
     const Shard shard = ShardOf(request.file);
     if (request.offset > shard.size || request.size > shard.size - request.offset) {
       StorageFail(Name(request.file) + " holds " + std::to_string(shard.size) + " bytes; bytes " +
@@ -660,17 +682,47 @@ void ObjectStoreSource::Fetch(RangeRequest* requests, size_t count, const FetchP
       continue;
     }
     // A shard's requests go to the node cache together (they come shard by
-    // shard), its misses claimed in one round.
-    if (cached_file != request.file) flush_cached();
+    // shard), its misses claimed in one round; after the first shard this
+    // read holds claims, so it waits for none.
+    if (cached_file != request.file) flush_cached(gaps.empty());
     cached_file = request.file;
     cached_object = object;
-    cached_wanted.push_back({request.offset, request.size, request.dst, -1, {}});
+    NodeCache::Gap wanted;
+    wanted.offset = request.offset;
+    wanted.size = request.size;
+    wanted.dst = request.dst;
+    cached_wanted.push_back(std::move(wanted));
   }
-  flush_cached();
-  if (!rest.empty()) FetchParts(rest, announcement_stalled ? 1 : 0);
-  if (!gaps.empty()) {
-    StoreGaps(std::move(gaps));
+  flush_cached(gaps.empty());
+  int attempts_spent = announcement_stalled ? 1 : 0;
+  for (;;) {
+    if (!rest.empty()) FetchParts(rest, attempts_spent);
+    rest.clear();
+    // Stored on the writer thread, which lets go of the claims once they are
+    // written, whatever this read does next.
+    if (!gaps.empty()) StoreGaps(std::move(gaps));
     gaps.clear();
+    if (pending.empty()) break;
+    std::vector<std::pair<size_t, NodeCache::Gap>> waiting;
+    waiting.swap(pending);
+    size_t k = 0;
+    while (k < waiting.size()) {
+      const size_t file = waiting[k].first;
+      std::vector<NodeCache::Gap> again;
+      for (; k < waiting.size() && waiting[k].first == file; ++k) {
+        NodeCache::Gap gap = waiting[k].second;
+        gap.claim_fd = NodeCache::Gap::kUnclaimed;
+        again.push_back(std::move(gap));
+      }
+      const std::shared_ptr<NodeCache::Object> object = CachedObject(file);
+      if (object == nullptr) {
+        for (const NodeCache::Gap& gap : again)
+          rest.push_back({file, gap.offset, gap.size, gap.dst});
+        continue;
+      }
+      take(file, cache_->Read(*object, again, deadline, /*may_wait=*/gaps.empty()));
+    }
+    attempts_spent = 0;
   }
 }
 
@@ -806,13 +858,18 @@ void ObjectStoreSource::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>
           cache_ != nullptr && cache_->enabled() ? CachedObject(range.file) : nullptr;
       if (object != nullptr) {
         wanted = cache_->Read(*object, range.offset, range.data.size(), range.data.data(),
-                              std::chrono::steady_clock::now(), /*wait=*/false);
+                              std::chrono::steady_clock::now(), /*may_wait=*/false,
+                              /*readahead=*/true);
         for (const NodeCache::Gap& gap : wanted) {
-          if (gap.claim_fd == -2) skipped[k] = true;
+          if (gap.claim_fd == NodeCache::Gap::kOthers) skipped[k] = true;
           gaps.emplace_back(range.file, gap);
         }
       } else {
-        wanted.push_back({range.offset, range.data.size(), range.data.data(), -1, {}});
+        NodeCache::Gap whole;
+        whole.offset = range.offset;
+        whole.size = range.data.size();
+        whole.dst = range.data.data();
+        wanted.push_back(std::move(whole));
       }
       if (skipped[k]) continue;
       for (const NodeCache::Gap& gap : wanted) {
@@ -840,12 +897,12 @@ void ObjectStoreSource::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>
                       ParseContentRange(http.content_range, &answered) &&
                       answered.first == get.offset && answered.end == get.offset + size &&
                       http.received == size && VersionOf(settings_.store, http) == range.etag;
-      if (ok) {
+      // Counted when it arrives, used or not: the stats say what the store sent.
+      if (http.received > 0) {
         requests_ += 1;
         bytes_ += http.received;
-      } else {
-        whole[get.range] = false;
       }
+      if (!ok) whole[get.range] = false;
     }
     // What arrived goes to the node cache; a range with any part missing is
     // not (its claims are let go, and the read fetches it).
@@ -857,7 +914,7 @@ void ObjectStoreSource::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>
         const AheadRange& range = *ranges[k];
         stored = range.file == gap.first && gap.second.dst >= range.data.data() &&
                  gap.second.dst < range.data.data() + range.data.size() && whole[k] &&
-                 gap.second.claim_fd != -2;
+                 gap.second.claim_fd != NodeCache::Gap::kOthers;
       }
       (stored ? fetched : unfetched).push_back(gap);
     }

@@ -140,9 +140,12 @@ class ObjectStoreSource : public ShardSource, public ForkGuarded {
     std::string data;
     std::string head;
   };
-  // The tails of `wanted`, fetched, or with `from_cache` read from the node
-  // cache where it holds them (one byte fetched to check the version).
-  std::vector<TailAnswer> FetchTails(const std::vector<size_t>& wanted, bool from_cache);
+  // The tails of `wanted`, fetched, or read from the node cache where it
+  // holds them (one byte fetched to check the version); `cache_tries`:
+  // rounds left in which a shard another process is opening is waited for
+  // and then read from the cache (0: fetched).
+  static constexpr int kCacheTries = 3;
+  std::vector<TailAnswer> FetchTails(const std::vector<size_t>& wanted, int cache_tries);
   bool ReadCachedTail(size_t file, const std::string& known_version, uint64_t known_size,
                       TailAnswer* answer, std::chrono::steady_clock::time_point deadline);
   Shard ShardOf(size_t file);
