@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "python/bindings.h"
+#include "sources/cache_files.h"
 #include "sources/object_store_source.h"
 
 namespace py = pybind11;
@@ -39,6 +40,9 @@ class SharedObjectStoreSource : public sdsl::ShardSource {
     source_->WillNeed(ranges, count);
   }
   void OpenShards(const std::vector<size_t>& files) override { source_->OpenShards(files); }
+  bool DropCopy(size_t file, uint64_t offset, uint64_t size) override {
+    return source_->DropCopy(file, offset, size);
+  }
 
  private:
   std::shared_ptr<sdsl::ObjectStoreSource> source_;
@@ -130,6 +134,15 @@ std::unique_ptr<sdsl::ShardSource> NativeSourceOf(const py::object& source) {
 }
 
 void BindObjectStoreSource(py::module_& m) {
+  m.def(
+      "node_cache_faults",
+      [](bool no_rename_noreplace, bool posix_locks) {
+        sdsl::CacheFaults().no_rename_noreplace = no_rename_noreplace;
+        sdsl::CacheFaults().posix_locks = posix_locks;
+      },
+      py::arg("no_rename_noreplace") = false, py::arg("posix_locks") = false,
+      "Makes the node caches of this process behave as on a filesystem without "
+      "RENAME_NOREPLACE or with NFS's per-process locks; for the tests.");
   py::class_<sdsl::ObjectStoreSource, std::shared_ptr<sdsl::ObjectStoreSource>>(
       m, "ObjectStoreSource",
       "Shard byte ranges from S3 or Google Cloud Storage, fetched natively with ranged GETs")

@@ -127,9 +127,11 @@ void DecodeWantedRecords(const Chunk& chunk, const ShardIndex& index, const Want
 
 }  // namespace
 
-void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layout,
-               const int64_t* ordinals, Verify verify, uint8_t* needs_fallback,
-               WorkerScratch* scratch) {
+namespace {
+
+void DecodeRunOnce(const Run& run, const FileRange* fetched, const BatchLayout& layout,
+                   const int64_t* ordinals, Verify verify, uint8_t* needs_fallback,
+                   WorkerScratch* scratch) {
   const OpenShard& shard = *run.shard;
   const ShardIndex& index = shard.index;
   // The plan makes no run without a chunk, nor a chunk without a record.
@@ -179,6 +181,26 @@ void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layo
     }
   } catch (const ReaderError& error) {
     RethrowForRecord(run, *current, ordinals, error);
+  }
+}
+
+}  // namespace
+
+void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layout,
+               const int64_t* ordinals, Verify verify, uint8_t* needs_fallback,
+               WorkerScratch* scratch) {
+  try {
+    DecodeRunOnce(run, fetched, layout, ordinals, verify, needs_fallback, scratch);
+  } catch (const ReaderError& error) {
+    // Bytes a source served from its own copy (the node cache) that fail a
+    // check cost that copy, not the read: the run is read again, from the
+    // store, and only damage there raises.
+    if (error.kind() != ErrorKind::kCorrupt ||
+        !run.shard->file->source().DropCopy(run.shard->file->number(), run.begin,
+                                            run.end - run.begin)) {
+      throw;
+    }
+    DecodeRunOnce(run, nullptr, layout, ordinals, verify, needs_fallback, scratch);
   }
 }
 

@@ -85,6 +85,11 @@ CacheRoom::CacheRoom(TrackedFds* fds, SharedDir root, SharedDir objects, uint64_
       objects_(std::move(objects)),
       limit_(limit),
       floor_(floor) {
+  // Anything but a regular file in the usage file's place (a link planted
+  // there, a FIFO) is not the cache's: it goes, unfollowed, and a usage file
+  // is made afresh (the next eviction pass counts what the cache holds).
+  const NameInfo found = InfoAt(root_->get(), kUsage);
+  if (found.exists && !found.regular) UnlinkAt(root_->get(), kUsage);
   {
     LockedUsage usage(fds_, root_->get());
     usable_ = usage.ok();

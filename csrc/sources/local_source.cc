@@ -173,11 +173,15 @@ uint64_t LocalSource::Identity(size_t file) {
     throw ReaderError(ErrorKind::kIo,
                       "cannot stat shard " + open->path + ": " + std::strerror(error), error);
   }
-  // FNV-1a over the fields that tell one file, or one version of it, from another.
-  const uint64_t fields[] = {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
-                             static_cast<uint64_t>(st.st_size),
-                             static_cast<uint64_t>(st.st_mtim.tv_sec),
-                             static_cast<uint64_t>(st.st_mtim.tv_nsec)};
+  // FNV-1a over the fields that tell one file, or one version of it, from
+  // another. The change time too: a file rewritten in place with its
+  // modification time put back (`touch -r`, `cp -p`, `rsync -t --inplace`)
+  // keeps its mtime, but no user can set its ctime.
+  const uint64_t fields[] = {
+      static_cast<uint64_t>(st.st_dev),          static_cast<uint64_t>(st.st_ino),
+      static_cast<uint64_t>(st.st_size),         static_cast<uint64_t>(st.st_mtim.tv_sec),
+      static_cast<uint64_t>(st.st_mtim.tv_nsec), static_cast<uint64_t>(st.st_ctim.tv_sec),
+      static_cast<uint64_t>(st.st_ctim.tv_nsec)};
   uint64_t hash = 14695981039346656037ull;
   for (const uint64_t field : fields) {
     for (int byte = 0; byte < 8; ++byte) {

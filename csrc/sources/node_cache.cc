@@ -66,11 +66,17 @@ NodeCache::NodeCache(std::string dir, uint64_t limit, uint64_t floor)
   }
   if (dir_.empty()) return;
   std::string why;
+  std::string where = dir_;
   SharedDir user = OpenRootDir(dir_, &why);
-  if (user != nullptr) root_ = OpenDirAt(user->get(), kLayout, /*create=*/true, &why);
-  if (root_ != nullptr) objects_ = OpenDirAt(root_->get(), "objects", /*create=*/true, &why);
+  if (user != nullptr) {
+    where = dir_ + "/" + kLayout;
+    root_ = OpenDirAt(user->get(), kLayout, /*create=*/true, &why);
+  }
+  if (root_ != nullptr) {
+    where += "/objects";
+    objects_ = OpenDirAt(root_->get(), "objects", /*create=*/true, &why);
+  }
   if (objects_ == nullptr) {
-    const std::string where = user == nullptr ? dir_ : dir_ + "/" + kLayout;
     const bool foreign = why.find("belongs to") != std::string::npos ||
                          why.find("may write") != std::string::npos ||
                          why.find("link") != std::string::npos;

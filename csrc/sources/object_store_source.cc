@@ -768,6 +768,12 @@ void ObjectStoreSource::FetchParts(std::vector<RangeRequest>& requests, int atte
   Attempts(*this, attempts_spent).Run(std::move(pending));
 }
 
+bool ObjectStoreSource::DropCopy(size_t file, uint64_t offset, uint64_t size) {
+  if (cache_ == nullptr || file >= shards_.size()) return false;
+  const std::shared_ptr<NodeCache::Object> object = CachedObject(file);
+  return object != nullptr && cache_->Forget(*object, offset, size);
+}
+
 void ObjectStoreSource::WillNeed(const RangeRequest* ranges, size_t count) {
   std::vector<AheadCache::Wanted> wanted;
   for (size_t k = 0; k < count; ++k) {

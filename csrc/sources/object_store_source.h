@@ -100,6 +100,7 @@ class ObjectStoreSource : public ShardSource, public ForkGuarded {
   void Fetch(RangeRequest* requests, size_t count, const FetchPlan& plan) override;
   FetchPlan PlanBatch(const RangeRequest* ranges, size_t count) override;
   void WillNeed(const RangeRequest* ranges, size_t count) override;
+  bool DropCopy(size_t file, uint64_t offset, uint64_t size) override;
 
   // Fetches the tails (and heads) of `files` not yet open, all in flight.
   void OpenShards(const std::vector<size_t>& files) override;

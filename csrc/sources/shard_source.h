@@ -74,6 +74,12 @@ class ShardSource {
     return FetchPlan{};
   }
 
+  // Bytes of [offset, offset + size) of shard `file` failed a check. A
+  // source that served them from a copy of its own (the node cache) drops
+  // that copy and returns true, so that the read is tried once more from
+  // the store; false: the bytes came from the shard itself.
+  virtual bool DropCopy(size_t /*file*/, uint64_t /*offset*/, uint64_t /*size*/) { return false; }
+
   // A hint that `ranges` (merged, dst unset) will be fetched soon: a source
   // may start reading them without waiting, and must not throw. By default
   // nothing is done.
