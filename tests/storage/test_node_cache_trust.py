@@ -25,7 +25,6 @@ from native_required import _native  # noqa: F401
 from s3_fixtures import endpoint_options
 from s3_server import FaultProxy
 from sds_factory import assert_batch
-from signal_dataset.storage import S3ObjectStore
 
 import sds_loader
 from sds_loader.storage.node_cache import CacheSettings

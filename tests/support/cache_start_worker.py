@@ -15,8 +15,9 @@ import os
 import sys
 import time
 
-import sds_loader
 from sds_factory import assert_batch
+
+import sds_loader
 
 
 def main(uri: str, cache_dir: str, go: str, indices: str) -> None:
