@@ -60,9 +60,9 @@ NodeCache::NodeCache(std::string dir, uint64_t limit, uint64_t floor)
   StartGuarding();
   struct rlimit files;
   if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
-    open_entries_ = std::clamp<size_t>(static_cast<size_t>(files.rlim_cur / 8), 64, 4096);
+    open_.set_limit(std::clamp<size_t>(static_cast<size_t>(files.rlim_cur / 8), 64, 4096));
   } else {
-    open_entries_ = 4096;
+    open_.set_limit(4096);
   }
   if (dir_.empty()) return;
   std::string why;
@@ -97,19 +97,19 @@ NodeCache::NodeCache(std::string dir, uint64_t limit, uint64_t floor)
 
 NodeCache::~NodeCache() {
   StopGuarding();
-  std::lock_guard<std::mutex> lock(mutex_);
-  open_index_.clear();
-  open_.clear();
+  open_.Clear();
 }
 
 void NodeCache::LockForFork() {
   if (room_ != nullptr) room_->LockForFork();
   mutex_.lock();
+  open_.LockForFork();
   fds_.LockForFork();
 }
 
 void NodeCache::UnlockInParent() {
   fds_.UnlockInParent();
+  open_.UnlockInParent();
   mutex_.unlock();
   if (room_ != nullptr) room_->UnlockInParent();
 }
@@ -119,8 +119,7 @@ void NodeCache::ResetInChild() {
   // their descriptors would otherwise keep them held after the parent lets go.
   fds_.CloseAllInChild();
   CacheClaims::ResetInChild();
-  open_index_.clear();
-  open_.clear();  // the child's copies of the entries' descriptors
+  open_.ResetInChild();  // the child's copies of the entries' descriptors
   mutex_.unlock();
   if (room_ != nullptr) room_->ResetInChild();
 }
@@ -276,77 +275,26 @@ bool NodeCache::Scan(Object& object, std::vector<std::string>* claims) {
   return true;
 }
 
-NodeCache::OpenEntry::~OpenEntry() {
-  if (map != nullptr) munmap(const_cast<uint8_t*>(map), map_bytes);
-  if (fd >= 0) close(fd);
-}
-
-void NodeCache::ForgetOpen(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto found = open_index_.find(key);
-  if (found == open_index_.end()) return;
-  open_.erase(found->second);
-  open_index_.erase(found);
-}
-
-std::shared_ptr<NodeCache::OpenEntry> NodeCache::OpenEntryAt(Object& object, uint64_t first,
-                                                             const Entry& entry, bool* damaged) {
+std::shared_ptr<OpenCacheEntry> NodeCache::OpenEntryAt(Object& object, uint64_t first,
+                                                       const Entry& entry, bool* damaged) {
   *damaged = false;
   const std::string name = EntryName(first, entry.size);
   const std::string key = object.name + "/" + name;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = open_index_.find(key);
-    if (found != open_index_.end()) {
-      open_.splice(open_.end(), open_, found->second);
-      return found->second->second;
-    }
-  }
-  auto opened = std::make_shared<OpenEntry>();
-  opened->fd = OpenFileAt(object.dir->get(), name, O_RDONLY);
-  if (opened->fd < 0) {
-    // Gone (evicted meanwhile) is a miss; anything but a regular file is junk.
-    if (errno != ENOENT) {
-      *damaged = true;
-      DropEntry(object, first, entry, nullptr);
-    }
-    return nullptr;
-  }
-  const uint64_t header = EntryHeaderBytes(entry.size);
-  opened->header.resize(header);
-  struct stat info;
-  if (fstat(opened->fd, &info) != 0 || static_cast<uint64_t>(info.st_size) != header + entry.size ||
-      !ReadAllAt(opened->fd, opened->header.data(), header, 0) ||
-      !EntryHeaderMatches(opened->header, object.key, first, entry.size)) {
-    *damaged = true;
+  if (std::shared_ptr<OpenCacheEntry> found = open_.Find(key)) return found;
+  std::shared_ptr<OpenCacheEntry> opened =
+      OpenCacheEntryAt(object.dir->get(), name, object.key, first, entry.size, damaged);
+  if (*damaged) {
     DropEntry(object, first, entry, opened.get());
     return nullptr;
   }
-  void* map = mmap(nullptr, header + entry.size, PROT_READ, MAP_SHARED, opened->fd, 0);
-  if (map != MAP_FAILED) {
-    opened->map = static_cast<const uint8_t*>(map);
-    opened->map_bytes = header + entry.size;
-  }
-  const uint64_t blocks = CacheBlocks(entry.size);
-  opened->verified = std::make_unique<std::atomic<bool>[]>(blocks);
-  for (uint64_t block = 0; block < blocks; ++block) opened->verified[block] = false;
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto found = open_index_.find(key);
-  if (found != open_index_.end()) return found->second->second;  // another thread's
-  open_.emplace_back(key, opened);
-  open_index_[key] = std::prev(open_.end());
-  while (open_.size() > open_entries_) {
-    open_index_.erase(open_.front().first);
-    open_.pop_front();
-  }
-  return opened;
+  return opened == nullptr ? nullptr : open_.Keep(key, std::move(opened));
 }
 
 void NodeCache::DropEntry(Object& object, uint64_t first, const Entry& entry,
-                          const OpenEntry* open) {
+                          const OpenCacheEntry* open) {
   ++dropped_;
   const std::string name = EntryName(first, entry.size);
-  ForgetOpen(object.name + "/" + name);
+  open_.Forget(object.name + "/" + name);
   // Only the damaged file goes: one another process placed since is whole.
   struct stat held;
   const bool have_held = open != nullptr && fstat(open->fd, &held) == 0;
@@ -374,7 +322,7 @@ bool NodeCache::Forget(Object& object, uint64_t offset, uint64_t size) {
   }
   for (const auto& item : overlapping) {
     bool damaged = false;
-    const std::shared_ptr<OpenEntry> opened =
+    const std::shared_ptr<OpenCacheEntry> opened =
         OpenEntryAt(object, item.first, item.second, &damaged);
     if (opened != nullptr) DropEntry(object, item.first, item.second, opened.get());
   }
@@ -384,71 +332,15 @@ bool NodeCache::Forget(Object& object, uint64_t offset, uint64_t size) {
 bool NodeCache::CopyEntry(Object& object, uint64_t first, const Entry& entry, uint64_t offset,
                           uint64_t size, uint8_t* dst, bool mapped) {
   bool damaged = false;
-  const std::shared_ptr<OpenEntry> opened = OpenEntryAt(object, first, entry, &damaged);
+  const std::shared_ptr<OpenCacheEntry> opened = OpenEntryAt(object, first, entry, &damaged);
   if (opened == nullptr) {
-    if (!damaged) {
+    if (!damaged) {  // evicted meanwhile: a miss, not damage
       std::lock_guard<std::mutex> lock(mutex_);
       object.entries.erase(first);
     }
     return false;
   }
-  // The blocks that hold the range and are not verified yet are read and
-  // hashed whole: the range itself straight into `dst`, the rest of its
-  // first and last blocks beside it, in one read.
-  const uint64_t header = opened->header.size();
-  const uint64_t within = offset - first;
-  const uint64_t first_block = within / kBlockBytes;
-  const uint64_t end_block = CacheBlocks(within + size);
-  const bool check_first = !opened->verified[first_block].load(std::memory_order_acquire);
-  const bool check_last = !opened->verified[end_block - 1].load(std::memory_order_acquire);
-  if (mapped && opened->map != nullptr) {
-    bool verified = true;
-    for (uint64_t block = first_block; verified && block < end_block; ++block)
-      verified = opened->verified[block].load(std::memory_order_acquire);
-    if (verified) {
-      RangeRequest out;
-      out.size = size;
-      out.dst = dst;
-      if (CopyFromMapping(opened->map + header + within, size, &out, 1)) {
-        hit_bytes_ += size;
-        return true;
-      }
-      DropEntry(object, first, entry, opened.get());  // truncated under its mapping
-      return false;
-    }
-  }
-  const uint64_t data_start = check_first ? first_block * kBlockBytes : within;
-  const uint64_t data_end =
-      check_last ? std::min(end_block * kBlockBytes, entry.size) : within + size;
-  thread_local std::vector<uint8_t> before;
-  thread_local std::vector<uint8_t> after;
-  before.resize(within - data_start);
-  after.resize(data_end - (within + size));
-  iovec parts[3] = {{before.data(), before.size()}, {dst, size}, {after.data(), after.size()}};
-  ssize_t got;
-  do {
-    got = preadv(opened->fd, parts, 3, static_cast<off_t>(header + data_start));
-  } while (got < 0 && errno == EINTR);
-  // A short read is a truncated entry (the kernel reads a regular file's
-  // range whole when it holds it).
-  bool good = got >= 0 && static_cast<uint64_t>(got) == data_end - data_start;
-  for (uint64_t block = first_block; good && block < end_block; ++block) {
-    if (opened->verified[block].load(std::memory_order_acquire)) continue;
-    const uint64_t begin = block * kBlockBytes;
-    const uint64_t end = std::min(begin + kBlockBytes, entry.size);
-    Pieces pieces;
-    if (begin < within) pieces.Append(before.data() + (begin - data_start), within - begin);
-    const uint64_t from = std::max(begin, within);
-    const uint64_t to = std::min(end, within + size);
-    if (from < to) pieces.Append(dst + (from - within), to - from);
-    if (end > within + size) {
-      const uint64_t from_after = std::max(begin, within + size);
-      pieces.Append(after.data() + (from_after - (within + size)), end - from_after);
-    }
-    good = RiegeliHash(pieces) == EntryBlockHash(opened->header, block);
-    if (good) opened->verified[block].store(true, std::memory_order_release);
-  }
-  if (!good) {
+  if (!CopyFromCacheEntry(*opened, offset - first, size, dst, mapped)) {
     DropEntry(object, first, entry, opened.get());
     return false;
   }

@@ -42,17 +42,16 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "base/fork_guard.h"
 #include "sources/cache_claims.h"
 #include "sources/cache_files.h"
+#include "sources/cache_open_entries.h"
 #include "sources/cache_room.h"
 
 namespace sdsl {
@@ -147,29 +146,16 @@ class NodeCache : public ForkGuarded {
   struct Entry {
     uint64_t size = 0;
   };
-  // An entry file held open with its header checked, so that reading it
-  // again costs one preadv; closed when the last reader lets go after it
-  // leaves the open set. Each block's hash is checked on its first read
-  // through the open file; once every block a read needs is verified, it
-  // copies out of a mapping of the file (guarded against SIGBUS).
-  struct OpenEntry {
-    int fd = -1;
-    std::vector<uint8_t> header;
-    std::unique_ptr<std::atomic<bool>[]> verified;  // one a block
-    const uint8_t* map = nullptr;
-    uint64_t map_bytes = 0;
-    ~OpenEntry();
-  };
-  size_t open_entries_ = 64;
-
   void Disable(const std::string& reason);
   bool Scan(Object& object, std::vector<std::string>* claims);
   bool CopyEntry(Object& object, uint64_t first, const Entry& entry, uint64_t offset, uint64_t size,
                  uint8_t* dst, bool mapped);
-  void DropEntry(Object& object, uint64_t first, const Entry& entry, const OpenEntry* open);
-  std::shared_ptr<OpenEntry> OpenEntryAt(Object& object, uint64_t first, const Entry& entry,
-                                         bool* damaged);
-  void ForgetOpen(const std::string& key);
+  // Removes a damaged entry: the file `open` holds, not one that replaced it since.
+  void DropEntry(Object& object, uint64_t first, const Entry& entry, const OpenCacheEntry* open);
+  // The entry, from the open set or opened with its header checked; null
+  // when it is gone or damaged (then dropped).
+  std::shared_ptr<OpenCacheEntry> OpenEntryAt(Object& object, uint64_t first, const Entry& entry,
+                                              bool* damaged);
   std::vector<Gap> CopyHeld(Object& object, uint64_t offset, uint64_t size, uint8_t* dst,
                             bool mapped = false);
   void Touch(Object& object);
@@ -184,12 +170,9 @@ class NodeCache : public ForkGuarded {
   SharedDir objects_;
   std::unique_ptr<CacheRoom> room_;
   std::unique_ptr<CacheClaims> claims_;
-  mutable std::mutex mutex_;  // guards warning_, every object's index, the open set
+  mutable std::mutex mutex_;  // guards warning_ and every object's index
   std::string warning_;
-  std::list<std::pair<std::string, std::shared_ptr<OpenEntry>>> open_;
-  std::unordered_map<std::string,
-                     std::list<std::pair<std::string, std::shared_ptr<OpenEntry>>>::iterator>
-      open_index_;
+  OpenEntries open_;
   std::atomic<uint64_t> hits_{0};
   std::atomic<uint64_t> misses_{0};
   std::atomic<uint64_t> hit_bytes_{0};
