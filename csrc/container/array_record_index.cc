@@ -110,7 +110,7 @@ constexpr uint64_t kFooterProbeBytes = 16384;
 // `limit`: its first `probe` bytes are read, and all of [begin, limit) only
 // when the chunk does not lie within them; a fault there is reported as
 // `what` being unreadable.
-void ReadChunkProbed(const ShardFile& file, uint64_t begin, uint64_t limit, uint64_t probe,
+void ReadChunkProbed(const RandomAccessBytes& file, uint64_t begin, uint64_t limit, uint64_t probe,
                      const char* what, std::vector<uint8_t>* buffer, Chunk* chunk) {
   const uint64_t whole = limit - begin;
   for (uint64_t size = std::min(whole, probe);; size = whole) {
@@ -125,7 +125,7 @@ void ReadChunkProbed(const ShardFile& file, uint64_t begin, uint64_t limit, uint
   }
 }
 
-ShardIndex ParseShardIndex(const ShardFile& file) {
+ShardIndex ParseShardIndex(const RandomAccessBytes& file) {
   ShardIndex index;
   index.file_size = file.size();
   const uint64_t size = file.size();
@@ -253,7 +253,7 @@ ShardIndex ParseShardIndex(const ShardFile& file) {
 
 }  // namespace
 
-ShardIndex ReadShardIndex(const ShardFile& file) {
+ShardIndex ReadShardIndex(const RandomAccessBytes& file) {
   try {
     return ParseShardIndex(file);
   } catch (const ReaderError& error) {
@@ -262,7 +262,7 @@ ShardIndex ReadShardIndex(const ShardFile& file) {
   }
 }
 
-void ReadIndexedChunk(const ShardFile& file, const ShardIndex& index, uint64_t c, bool verify,
+void ReadIndexedChunk(const RandomAccessBytes& file, const ShardIndex& index, uint64_t c, bool verify,
                       std::vector<uint8_t>* bytes, Chunk* chunk) {
   const uint64_t begin = index.chunk_offsets[c], end = index.ChunkLimit(c);
   bytes->resize(static_cast<size_t>(end - begin));

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "container/riegeli_chunk.h"
-#include "sources/shard_file.h"
+#include "base/random_access_bytes.h"
 
 namespace sdsl {
 
@@ -51,11 +51,11 @@ struct ShardIndex {
 
 // Throws a corrupt error, naming the shard file, for a broken postscript or
 // footer.
-ShardIndex ReadShardIndex(const ShardFile& file);
+ShardIndex ReadShardIndex(const RandomAccessBytes& file);
 
 // Reads chunk `c` alone into `bytes` and checks its header (and its data hash
 // when `verify`).
-void ReadIndexedChunk(const ShardFile& file, const ShardIndex& index, uint64_t c, bool verify,
+void ReadIndexedChunk(const RandomAccessBytes& file, const ShardIndex& index, uint64_t c, bool verify,
                       std::vector<uint8_t>* bytes, Chunk* chunk);
 
 // Whether chunk `c`, as read, holds records this core decodes: false for a

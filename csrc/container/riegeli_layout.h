@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/byte_span.h"
-#include "sources/shard_source.h"
+#include "base/range_request.h"
 
 namespace sdsl {
 

@@ -14,7 +14,7 @@
 #include "read/record_bytes.h"
 #include "read/shard_set.h"
 #include "sources/mapped_copy.h"
-#include "sources/readahead.h"
+#include "read/readahead.h"
 
 namespace py = pybind11;
 

@@ -5,7 +5,7 @@
 
 #include "read/executor.h"
 #include "sources/local_source.h"
-#include "sources/readahead.h"
+#include "read/readahead.h"
 
 namespace sdsl {
 

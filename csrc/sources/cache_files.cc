@@ -73,9 +73,13 @@ SharedDir OpenRootDir(const std::string& path, std::string* why) {
     *why = std::string("cannot be created (") + strerror(errno) + ")";
     return nullptr;
   }
-  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  // The directories above it are the user's path; the directory itself is
+  // not followed if it is a link, as a dataset's root is not.
+  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    *why = std::string("cannot be opened (") + strerror(errno) + ")";
+    *why = errno == ELOOP || errno == ENOTDIR
+               ? std::string("is a link or not a directory")
+               : std::string("cannot be opened (") + strerror(errno) + ")";
     return nullptr;
   }
   auto dir = std::make_shared<const CacheFd>(fd);

@@ -42,8 +42,9 @@ std::string UntrustedDirReason(int dir_fd);
 // Null with `why` set on failure.
 SharedDir OpenDirAt(int parent, const std::string& name, bool create, std::string* why);
 
-// Opens the directory the user named (a link there is the user's own
-// choice and is followed), creating it and missing parents 0700.
+// Opens the directory the user named, creating it and missing parents
+// 0700: links above it are followed (the user's own path), the directory
+// itself is refused if it is a link.
 SharedDir OpenRootDir(const std::string& path, std::string* why);
 
 // Opens `name` under `dir` as a regular file: O_NOFOLLOW and O_NONBLOCK,

@@ -9,11 +9,12 @@
 #include <memory>
 #include <string>
 
+#include "base/random_access_bytes.h"
 #include "sources/shard_source.h"
 
 namespace sdsl {
 
-class ShardFile {
+class ShardFile : public RandomAccessBytes {
  public:
   // Shard `file` of `source`, which must outlive this. Throws kIo.
   ShardFile(ShardSource& source, size_t file);
@@ -23,12 +24,12 @@ class ShardFile {
   ShardFile(const ShardFile&) = delete;
   ShardFile& operator=(const ShardFile&) = delete;
 
-  const std::string& path() const { return path_; }
-  uint64_t size() const { return size_; }
+  const std::string& path() const override { return path_; }
+  uint64_t size() const override { return size_; }
   size_t number() const { return file_; }
   ShardSource& source() const { return *source_; }
   // Reads exactly `size` bytes at `offset`; a range past the end is corrupt.
-  void ReadAt(uint64_t offset, uint64_t size, uint8_t* dst) const;
+  void ReadAt(uint64_t offset, uint64_t size, uint8_t* dst) const override;
   // The same check ReadAt makes, for callers that fetch through source().
   void CheckRange(uint64_t offset, uint64_t size) const;
 

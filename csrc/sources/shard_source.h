@@ -10,16 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "base/range_request.h"
 #include "container/chunk_hasher.h"
 
 namespace sdsl {
-
-struct RangeRequest {
-  size_t file = 0;      // the shard's number in the dataset
-  uint64_t offset = 0;  // where in the shard the range begins
-  uint64_t size = 0;    // bytes to fill at dst, exactly
-  uint8_t* dst = nullptr;
-};
 
 // How one batch's runs are fetched, decided by the source once per batch
 // (ShardSource::PlanBatch) and handed to every Fetch of that batch: a value

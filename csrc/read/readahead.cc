@@ -1,4 +1,4 @@
-#include "sources/readahead.h"
+#include "read/readahead.h"
 
 #include <algorithm>
 #include <exception>
