@@ -13,6 +13,8 @@ workers, behind a proxy that counts the bytes the server sends:
 
 from __future__ import annotations
 
+from torch_required import torch  # noqa: F401
+
 import functools
 import json
 import multiprocessing.util
@@ -24,7 +26,6 @@ from native_required import _native  # noqa: F401
 from s3_fixtures import BUCKET, endpoint_options
 from sds_factory import capture, write_dataset
 from signal_dataset.storage import S3ObjectStore
-from torch_required import torch  # noqa: F401
 
 from sds_loader.cli.bench.proxy import BenchProxy
 
