@@ -355,13 +355,18 @@ def shard_table(dataset: sds.Dataset, *, metadata: bool = False) -> ShardTable:
             _TABLES.move_to_end(key)
             return found
     cache = sources.cache_of(dataset)
-    kept = None if cache is None else table_files.load(cache.directory, key, len(dataset))
+    origin = table_files.Origin(
+        root=str(dataset.root).removeprefix("file://"),
+        kind="metadata" if metadata else "data",
+        table_root=local_root(dataset),
+    )
+    kept = None if cache is None else table_files.load(cache.directory, key, len(dataset), origin)
     if kept is not None:
         made = ShardTable(**kept)
     else:
         made = _build(dataset, metadata=metadata)
         if cache is not None:
-            table_files.save(cache.directory, key, made)
+            table_files.save(cache.directory, key, made, origin)
     _keep(key, made)
     return made
 

@@ -241,6 +241,23 @@ class BatchReader:
                     self._state = state
         return state
 
+    @property
+    def stats(self) -> ReadStats:
+        """What this reader did in this process; fetch counts include every byte fetched so far.
+
+        The source fetches on threads of its own (readahead, announcements), so
+        the fetch counts are brought up to date whenever they are looked at,
+        not only around reads: bytes read ahead and never read are counted too.
+        """
+        state = self._state
+        if state is not None and state.pid == os.getpid():
+            self._count_fetches(state)
+        return self._stats
+
+    @stats.setter
+    def stats(self, stats: ReadStats) -> None:
+        self._stats = stats
+
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         state["_state"] = None
@@ -753,17 +770,18 @@ class BatchReader:
         # read would count the others' requests too.
         if state.source is None:
             return  # local shards: nothing is fetched, and the lock is not free
+        stats = self._stats
         with read_stats.lock():
             requests, fetched = state.fetched()
             counted, state.counted = state.counted, (requests, fetched)
-            self.stats.fetch_requests += requests - counted[0]
-            self.stats.fetched_bytes += fetched - counted[1]
+            stats.fetch_requests += requests - counted[0]
+            stats.fetched_bytes += fetched - counted[1]
             cache = state.source.cache_counters
             now = (cache.hits, cache.misses, cache.hit_bytes)
             before, state.cache_counted = state.cache_counted, now
-            self.stats.cache_hits += now[0] - before[0]
-            self.stats.cache_misses += now[1] - before[1]
-            self.stats.cache_hit_bytes += now[2] - before[2]
+            stats.cache_hits += now[0] - before[0]
+            stats.cache_misses += now[1] - before[1]
+            stats.cache_hit_bytes += now[2] - before[2]
         state.source.check_cache()
 
     def _probe(self, ordinal: int) -> Schema:

@@ -28,6 +28,11 @@ def root(tmp_path: Path) -> str:
     return str(path)
 
 
+def own(root: str) -> table_files.Origin:
+    """What the data shards' table of the local dataset at `root` may name."""
+    return table_files.Origin(root=root, kind="data", table_root=root)
+
+
 def forget_tables() -> None:
     with addressing._TABLES_LOCK:
         addressing._TABLES.clear()
@@ -74,10 +79,10 @@ def test_a_damaged_table_file_is_ignored_and_replaced(root: str, tmp_path: Path)
     payload[len(payload) // 2] ^= 0xFF
     path.write_bytes(bytes(payload))
     forget_tables()
-    assert table_files.load(str(cache), addressing.identity(sds.open(root)), 30) is None
+    assert table_files.load(str(cache), addressing.identity(sds.open(root)), 30, own(root)) is None
     batch = BatchReader(root, fields=("samples",), cache_dir=cache).read([7, 3])
     assert rows(batch) == expected(root, [7, 3])
-    assert table_files.load(str(cache), addressing.identity(sds.open(root)), 30) is not None
+    assert table_files.load(str(cache), addressing.identity(sds.open(root)), 30, own(root)) is not None
 
 
 def test_a_table_file_of_another_snapshot_is_not_used(root: str, tmp_path: Path) -> None:
@@ -90,6 +95,6 @@ def test_a_table_file_of_another_snapshot_is_not_used(root: str, tmp_path: Path)
     mine = Path(table_files.path_for(str(cache), addressing.identity(sds.open(root))))
     theirs = Path(table_files.path_for(str(cache), addressing.identity(sds.open(str(other)))))
     mine.write_bytes(theirs.read_bytes())
-    assert table_files.load(str(cache), addressing.identity(sds.open(root)), 30) is None
+    assert table_files.load(str(cache), addressing.identity(sds.open(root)), 30, own(root)) is None
     forget_tables()
     assert rows(BatchReader(root, fields=("samples",), cache_dir=cache).read([29])) == expected(root, [29])

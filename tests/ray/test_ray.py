@@ -447,3 +447,51 @@ def test_reads_before_ray_knows_its_limits_run_one_task_a_cpu_in_this_dataset_al
     assert not policy(held=startup_budget.BLOCKS_PER_TASK * cpus * block).can_add_input(Op("ReadSDS", 0))
     assert not policy(cpu=cpus).can_add_input(Op("ReadSDS", 0))  # limits known: Ray's budget
     assert policy(cpu=cpus).max_task_output_bytes_to_read(Op("ReadSDS", 0)) == 0
+
+
+def test_a_later_rays_private_classes_failing_at_run_time_leave_the_decision_to_rays_policy(
+    ray_cluster, captures, caplog
+):
+    from sds_loader.ray import startup_budget
+
+    if not startup_budget.AVAILABLE:
+        pytest.skip("this Ray has no ResourceBudget policy to stand in for")
+    dataset = read_sds(captures, fields=["samples"], override_num_blocks=3)
+
+    class Allocator:
+        def can_submit_new_task(self, op) -> bool:
+            return False  # what Ray's budget says while it reads zero
+
+    class Renamed:
+        """A resource manager of a later Ray: the private method the pass asks is gone."""
+
+        _op_resource_allocator = Allocator()
+
+        def __init__(self) -> None:
+            self.asked = 0
+
+        def __getattr__(self, name: str):
+            if name == "get_global_limits":
+                self.asked += 1
+                raise AttributeError(f"'ResourceManager' object has no attribute {name!r}")
+            raise AttributeError(name)
+
+        def max_task_output_bytes_to_read(self, op) -> int:
+            return 0
+
+    class Op:
+        name = "ReadSDS"
+        metrics = type("Metrics", (), {"num_tasks_running": 0})()
+
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("CPU", 0) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    manager = Renamed()
+    policy = startup_budget.StartupBudget(dataset.context, {}, manager)
+    assert policy._cpus >= 1, "the pass would not have run: nothing tested"
+    with caplog.at_level("WARNING", logger=startup_budget.__name__):
+        assert policy.can_add_input(Op()) is False  # Ray's answer, not the pass's (True at 0 running)
+        assert policy.max_task_output_bytes_to_read(Op()) == 0  # Ray's, not the pass's None
+    assert manager.asked == 1, "the pass kept asking after the private call failed"
+    assert any("its own backpressure policy decides" in record.getMessage() for record in caplog.records)
+    assert dataset.map_batches(lambda batch: batch).count() == RECORDS

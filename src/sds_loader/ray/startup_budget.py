@@ -15,7 +15,9 @@ read zero, the SDS read operator may submit two tasks for each CPU free as
 the execution began, so long as its blocks in the object store stay under
 four a CPU; once the limits are known, every call is Ray's policy's. Ray
 versions without that policy, or whose policies are configured otherwise,
-are left as they are.
+are left as they are; and where a later Ray's private classes answer
+otherwise at run time, the pass gives way to Ray's policy for the rest of
+the execution instead of failing it.
 
 Two a CPU, not one: measured on one node of 2 CPUs (Ray 2.60, `sds-loader
 bench --ray`), with one a CPU submitted Ray ran them one after another on
@@ -73,15 +75,39 @@ class StartupBudget(_Base):  # type: ignore[misc]
         # (training workers, other datasets) are not this read's to take.
         self._cpus = 0.0
         if self._block_bytes > 0 and ray.is_initialized():
-            self._cpus = float(ray.available_resources().get("CPU", 0))  # type: ignore[no-untyped-call]
+            try:
+                self._cpus = float(ray.available_resources().get("CPU", 0))  # type: ignore[no-untyped-call]
+            except Exception:  # noqa: BLE001 - no count of free CPUs: Ray's policy decides
+                self._cpus = 0.0
 
     @property
     def name(self) -> str:
         return "ResourceBudget"
 
     def _tasks_before_limits(self, op: Any) -> int:
-        """How many tasks `op` may run now, or 0 where Ray's policy decides."""
-        if self._cpus <= 0 or not str(op.name).startswith(OPERATOR_PREFIX):
+        """How many tasks `op` may run now, or 0 where Ray's policy decides.
+
+        What it asks of Ray is private (the resource manager, an operator's
+        metrics): should a later Ray answer otherwise, the error ends this
+        pass for the execution and Ray's own policy decides from then on,
+        rather than the error failing the execution.
+        """
+        if self._cpus <= 0:
+            return 0
+        try:
+            return self._startup_tasks(op)
+        except Exception as error:  # noqa: BLE001 - whatever a later Ray changed, Ray's policy decides
+            self._cpus = 0.0
+            logger.warning(
+                "this Ray's executor answers otherwise than Ray 2.60's (%s: %s); its own backpressure "
+                "policy decides from here on",
+                type(error).__name__,
+                error,
+            )
+            return 0
+
+    def _startup_tasks(self, op: Any) -> int:
+        if not str(op.name).startswith(OPERATOR_PREFIX):
             return 0
         limits = self._resource_manager.get_global_limits()
         if limits.cpu > 0 or limits.object_store_memory > 0:
@@ -98,7 +124,9 @@ class StartupBudget(_Base):  # type: ignore[misc]
     def can_add_input(self, op: Any) -> bool:
         tasks = self._tasks_before_limits(op)
         if tasks > 0:
-            return bool(op.metrics.num_tasks_running < tasks)
+            running = getattr(getattr(op, "metrics", None), "num_tasks_running", None)
+            if isinstance(running, int):
+                return running < tasks
         return bool(super().can_add_input(op))
 
     def max_task_output_bytes_to_read(self, op: Any) -> int | None:

@@ -45,8 +45,11 @@ A third knob keeps the disk busy while the cores decode:
   ``posix_fadvise(WILLNEED)`` on a native thread, so the call returns at
   once), and the kernel reads the next batches' runs while this one
   decodes. Without it a cold epoch waits for the disk and decodes by turns.
-  The page cache is shared, so announcements made in the main process serve
-  DataLoader workers too. The cost is page cache: `readahead` records held
+  For local shards the page cache is shared, so announcements made in the
+  main process serve DataLoader workers too; for object storage they serve
+  only the process that fetches them, so a dataset that has gone to workers
+  drops them in the main process unless it has a node cache, which every
+  worker reads (torch/readahead_route.py). The cost is page cache: `readahead` records held
   ahead (32 MiB of 64 KiB records at the defaults). It gains most where
   decoding is slow: on the development disk a cold epoch of zstd shards
   went from 1.03-1.10x to 1.52-1.59x of ``shuffle=True``, of uncompressed

@@ -15,7 +15,9 @@ from the same `S3Options` when the store's client is what those options build
 twin of the client (same endpoint, region, configuration, and its credentials
 as they were at the fork). Other stores are passed on unchanged: the local
 store holds no connections, and any other kind is the user's to make
-fork-safe.
+fork-safe. GCS stores follow the same rules (storage/gcs_stores.py): a twin
+with connections of its own in a forked child, and no crossing with an
+identity of their own.
 
 Crossing to another interpreter (a spawned worker, the fallback's helper)
 takes a pickle, and credentials never go into one: a store that options
@@ -42,9 +44,10 @@ import pickle
 import threading
 import weakref
 
-from signal_dataset.storage import ObjectStore, S3ObjectStore, S3Options, default_registry
+from signal_dataset.storage import GCSObjectStore, ObjectStore, S3ObjectStore, S3Options, default_registry
 from signal_dataset.storage.paths import s3_parts
 
+from sds_loader.storage import gcs_stores
 from sds_loader.storage.s3_client import access_key_of, identity_of, twin_client
 from sds_loader.storage.s3_source import endpoint_of, environment_credentials, region_of
 
@@ -80,6 +83,8 @@ def for_this_process(store: ObjectStore | S3Options | None) -> ObjectStore | Non
     """
     if isinstance(store, S3Options):
         return _with_options(store)
+    if type(store) is GCSObjectStore:
+        return gcs_stores.for_this_process(store)  # the same rule for GCS's pooled sessions
     if type(store) is not S3ObjectStore:
         return store
     with _LOCK:
@@ -173,6 +178,10 @@ def portable(store: ObjectStore | None) -> ObjectStore | S3Options | None:
             "(signal_dataset.storage.default_registry().register(s3_backend(options))) so that "
             "every process builds the same one"
         )
+    if type(store) is GCSObjectStore and gcs_stores.is_google_client(store):
+        if gcs_stores.rebuilds_alike(store):
+            return None  # the other side's registry builds this same store
+        raise ValueError(gcs_stores.refusal(store))
     try:
         pickle.dumps(store)
     except Exception:  # noqa: BLE001 - whatever stops pickling, the answer is the same

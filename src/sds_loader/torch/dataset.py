@@ -26,6 +26,7 @@ from sds_loader.errors import UnknownNameError, UnknownTargetError
 from sds_loader.reader import BatchReader
 from sds_loader.schema import Allocator
 from sds_loader.storage.stores import portable
+from sds_loader.torch import readahead_route
 from sds_loader.torch.batch import Batch
 from sds_loader.torch.buffers import BufferSource, PagePool, PinnedSource, read_tensors
 from sds_loader.torch.extras import Kind, extra_kinds
@@ -141,6 +142,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         self._object_store = object_store
         self._requests_in_flight = requests_in_flight
         self._local: _ProcessLocal | None = None
+        readahead_route.track(self)
         # Open now, so a wrong URI or field name fails here rather than in a
         # worker; BatchReader checks the names against record 0.
         try:
@@ -182,6 +184,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         return buffer_source(in_worker, pin_memory=self._pin_memory, worker_blocks=self._worker_blocks)
 
     def __getstate__(self) -> dict[str, object]:
+        readahead_route.handed_on(self)
         state = self.__dict__.copy()
         state["_local"] = None
         # A spawned worker gets the store's settings (an S3 endpoint registered
@@ -203,6 +206,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             adopt_tables(tables)
         self.__dict__.update(state)
         self._local = None
+        readahead_route.track(self)
 
     # -- public surface -----------------------------------------------------
 
@@ -248,9 +252,16 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
     def will_need(self, indices: Sequence[int]) -> int:
         """Announce records a later batch reads (see `BatchReader.will_need`); returns the bytes.
 
-        The page cache is shared by every process, so the main process can
-        announce what its workers will read; `ShardAwareSampler` does.
+        For local shards the page cache is shared by every process, so the
+        main process can announce what its workers will read;
+        `ShardAwareSampler` does. For object storage the bytes are fetched
+        by the process that announces: once this dataset has gone to
+        DataLoader workers, the process it went from announces nothing
+        unless it has a node cache, which the workers read
+        (`readahead_route`).
         """
+        if not readahead_route.reads_ahead_here(self, self._uri, self._cache_dir is not None):
+            return 0
         return self._open().reader.will_need(indices)
 
     def __getitem__(self, index: int) -> dict[str, _torch.Tensor]:
