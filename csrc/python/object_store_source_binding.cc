@@ -182,6 +182,9 @@ void BindObjectStoreSource(py::module_& m) {
            "Fills each (file, offset, writable buffer) with those bytes of the shard.")
       .def("will_need", &WillNeed, py::arg("ranges"),
            "Starts fetching (file, offset, size) ranges in the background; never raises.")
+      .def("set_readahead_into_cache", &sdsl::ObjectStoreSource::set_readahead_into_cache,
+           py::arg("into_cache"),
+           "With a node cache: announcements fetch into it only, not into memory too.")
       .def("open_shards", &sdsl::ObjectStoreSource::OpenShards, py::arg("files"),
            py::call_guard<py::gil_scoped_release>(),
            "Fetches the footers of these shards that are not open yet, all at once.")

@@ -37,23 +37,39 @@ void ObjectStoreSource::WillNeed(const RangeRequest* ranges, size_t count) {
     }
   }
   if (wanted.empty()) return;
+  // Into the node cache alone: the ranges are buffers of the task's own,
+  // let go of once their bytes are stored, since no read of this process
+  // will copy them out of memory.
+  const bool in_memory = !(readahead_into_cache_.load() && cache_ != nullptr && cache_->enabled());
   // Reserved here, not on the readahead thread: a read that follows the hint
   // at once (a new reader's probe of its first record) then waits for these
   // bytes instead of sending a second request for them.
   std::vector<std::shared_ptr<AheadRange>> reserved;
   try {
-    reserved = ahead_.Reserve(wanted);
+    if (in_memory) {
+      reserved = ahead_.Reserve(wanted);
+    } else {
+      for (const AheadCache::Wanted& range : wanted) {
+        auto own = std::make_shared<AheadRange>();
+        own->file = range.file;
+        own->offset = range.offset;
+        own->data.resize(range.size);
+        reserved.push_back(std::move(own));
+      }
+    }
     if (reserved.empty()) return;
     // The next thread in turn, or any other that has room for it.
     const size_t first = next_readahead_++;
     for (size_t k = 0; k < readahead_.size(); ++k) {
-      auto task = [this, reserved]() { ReadAhead(reserved); };
+      auto task = [this, reserved, in_memory]() { ReadAhead(reserved, in_memory); };
       if (readahead_[(first + k) % readahead_.size()]->Post(std::move(task))) return;
     }
   } catch (...) {
     // A hint that cannot be queued is dropped.
   }
-  for (const auto& range : reserved) ahead_.Finish(range, false);
+  if (in_memory) {
+    for (const auto& range : reserved) ahead_.Finish(range, false);
+  }
 }
 
 bool ObjectStoreSource::WaitForReadahead(double seconds) {
@@ -64,7 +80,8 @@ bool ObjectStoreSource::WaitForReadahead(double seconds) {
   return writer_->WaitForEarlier(deadline);
 }
 
-void ObjectStoreSource::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges) {
+void ObjectStoreSource::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges,
+                                  bool in_memory) {
   size_t finished = 0;
   std::vector<std::pair<size_t, NodeCache::Gap>> gaps;
   ClaimRelease release(cache_.get(), &gaps);
@@ -161,12 +178,12 @@ void ObjectStoreSource::ReadAhead(const std::vector<std::shared_ptr<AheadRange>>
     gaps.swap(unfetched);  // let go of when this returns
     if (!fetched.empty()) StoreGaps(std::move(fetched));
     for (size_t k = 0; k < ranges.size(); ++k) {
-      ahead_.Finish(ranges[k], whole[k]);
+      if (in_memory) ahead_.Finish(ranges[k], whole[k]);
       ++finished;
     }
   } catch (...) {
     // A hint never fails; the read that needs these bytes fetches them.
-    for (size_t k = finished; k < ranges.size(); ++k) ahead_.Finish(ranges[k], false);
+    for (size_t k = finished; k < ranges.size() && in_memory; ++k) ahead_.Finish(ranges[k], false);
   }
 }
 

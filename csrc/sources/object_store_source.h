@@ -100,6 +100,10 @@ class ObjectStoreSource : public ShardSource, public ForkGuarded {
   void Fetch(RangeRequest* requests, size_t count, const FetchPlan& plan) override;
   FetchPlan PlanBatch(const RangeRequest* ranges, size_t count) override;
   void WillNeed(const RangeRequest* ranges, size_t count) override;
+  // With a node cache: announced ranges are fetched into the cache only,
+  // not kept in memory too (a process whose announcements serve the reads
+  // of others, its DataLoader workers).
+  void set_readahead_into_cache(bool into_cache) { readahead_into_cache_ = into_cache; }
   bool DropCopy(size_t file, uint64_t offset, uint64_t size) override;
 
   // Fetches the tails (and heads) of `files` not yet open, all in flight.
@@ -152,7 +156,8 @@ class ObjectStoreSource : public ShardSource, public ForkGuarded {
   Shard ShardOf(size_t file);
   // `attempts_spent`: attempts the read has already used (see Fetch).
   void FetchParts(std::vector<RangeRequest>& parts, int attempts_spent);
-  void ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges);
+  // `in_memory`: the ranges are the AheadCache's, finished into it.
+  void ReadAhead(const std::vector<std::shared_ptr<AheadRange>>& ranges, bool in_memory);
   // The node cache's object for a shard whose version is known, or null.
   std::shared_ptr<NodeCache::Object> CachedObject(size_t file);
   // Writes fetched gaps to the node cache, back-to-back ones as one entry.
@@ -181,6 +186,7 @@ class ObjectStoreSource : public ShardSource, public ForkGuarded {
   // many batches' requests in flight.
   static constexpr size_t kReadaheadThreads = 4;
   std::atomic<size_t> next_readahead_{0};
+  std::atomic<bool> readahead_into_cache_{false};
   // Writes fetched ranges to the node cache, off the reads' path.
   std::unique_ptr<TaskThread> writer_;
   // Last: destroyed first, so that no readahead task outlives what it uses.

@@ -495,7 +495,7 @@ class BatchReader:
         )
         return arrays
 
-    def will_need(self, indices: Iterable[int] | np.ndarray) -> int:
+    def will_need(self, indices: Iterable[int] | np.ndarray, *, into_cache: bool = False) -> int:
         """Tell the storage that `indices` will be read soon; returns the bytes announced.
 
         For shards in local files the kernel is asked to start reading the
@@ -517,6 +517,11 @@ class BatchReader:
         open its dataset on the caller's thread. Shards the core cannot read
         take no hints, and return 0.
 
+        With `into_cache` and a node cache (`cache_dir`), the announced bytes
+        go into the node cache only, not into this reader's memory too: for
+        a process whose announcements serve other processes' reads, such as
+        the main process of a DataLoader whose workers read the batches.
+
         A hint never raises for a record that cannot be read, nor for a
         store that cannot be reached: the read of it does.
         """
@@ -533,6 +538,7 @@ class BatchReader:
         assert state.table is not None
         files, records = state.table.locate(ordinals)
         if state.source is not None:
+            state.source.readahead_into_cache(into_cache)
             state.readahead().announce(files, records)
             return 0
         return int(_native.hint_records(state.native, files, records))

@@ -368,3 +368,25 @@ def test_the_bench_reports_later_epochs_fetching_nothing(rclone_server, rclone_d
     assert not list((tmp_path / "nc").iterdir())
     assert main(["bench", uri, "--cache-dir", os.fspath(tmp_path / "data")]) != 0
     assert "pass --node-cache DIR" in capsys.readouterr().err
+
+
+def test_announcements_into_the_cache_only_land_in_the_cache_not_in_memory(
+    rclone_server, rclone_dataset, tmp_path
+):
+    # What the main process of a DataLoader with workers does: its
+    # announcements serve the workers, which read the node cache.
+    uri, _ = rclone_dataset
+    cache = tmp_path / "cache"
+    announcer = sds_loader.BatchReader(uri, targets=TARGETS, cache_dir=cache)
+    announcer.read([0])  # open the dataset in this process
+    announcer.will_need(ALL, into_cache=True)
+    settled(announcer)
+    assert announcer._state.source.cache_counters.stored_bytes > 0
+    # A worker's reader finds every record in the cache.
+    worker = sds_loader.BatchReader(uri, targets=TARGETS, cache_dir=cache)
+    read_epoch(worker, uri, shuffled(7), batch=16)
+    assert worker.stats.fetched_bytes == 4, worker.stats
+    # The announcer kept none of it in memory: its own reads come from the cache.
+    read_epoch(announcer, uri, ALL, batch=16)
+    assert announcer._state.source.counters.ahead_hits == 0
+    assert announcer.stats.cache_hit_bytes > 0

@@ -244,6 +244,16 @@ class NativeRangeSource:
         except Exception:  # noqa: BLE001 - a hint never fails; the read reports
             pass
 
+    def readahead_into_cache(self, into_cache: bool) -> None:
+        """With a node cache, whether announcements fetch into it only, not into this process's memory too.
+
+        For a process whose announcements serve the reads of others (the main
+        process of a DataLoader with workers): the workers find the bytes in
+        the node cache, and a copy in this process's readahead memory would
+        never be read.
+        """
+        self.native_source.set_readahead_into_cache(into_cache)
+
     def wait_readahead(self, timeout: float) -> bool:
         """Wait until the ranges announced so far are fetched (for tests); False on timeout."""
         native = self._native

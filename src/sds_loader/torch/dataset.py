@@ -257,12 +257,15 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         `ShardAwareSampler` does. For object storage the bytes are fetched
         by the process that announces: once this dataset has gone to
         DataLoader workers, the process it went from announces nothing
-        unless it has a node cache, which the workers read
+        unless it has a node cache, which the workers read: its
+        announcements then fetch into the node cache only
         (`readahead_route`).
         """
-        if not readahead_route.reads_ahead_here(self, self._uri, self._cache_dir is not None):
+        cached = self._cache_dir is not None
+        if not readahead_route.reads_ahead_here(self, self._uri, cached):
             return 0
-        return self._open().reader.will_need(indices)
+        into_cache = cached and readahead_route.serves_others(self)
+        return self._open().reader.will_need(indices, into_cache=into_cache)
 
     def __getitem__(self, index: int) -> dict[str, _torch.Tensor]:
         return self.__getitems__([index])[0]

@@ -12,7 +12,9 @@ process's memory).
 So a dataset that has gone to other processes (forked, or pickled for
 spawned workers) drops announcements for object storage, in the process it
 went from, unless it has a node cache: there the bytes fetched ahead land in
-the cache every process of the node reads, and the workers find them there.
+the cache every process of the node reads, and the workers find them there;
+they are fetched into the node cache only, not into this process's memory
+too, which no read here would use.
 A forked or spawned copy (a worker) carries out its own announcements as
 usual. What decides is the dataset having been handed on, not whether a
 DataLoader is iterating now: the main process cannot see its workers' reads,
@@ -46,6 +48,11 @@ def handed_on(dataset: object) -> None:
 def reads_ahead_here(dataset: object, uri: str, cached: bool) -> bool:
     """Whether `dataset`'s announcements are carried out in this process."""
     return cached or not is_remote(uri) or dataset not in _HANDED_ON
+
+
+def serves_others(dataset: object) -> bool:
+    """Whether `dataset` has gone to other processes, whose reads its announcements serve."""
+    return dataset in _HANDED_ON
 
 
 def _before_fork() -> None:
