@@ -53,7 +53,9 @@ class Boundaries:
                 raise ValueError(f"Boundaries lengths must be positive integers, not {value!r}")
         checked = tuple(int(value) for value in values)
         if any(b <= a for a, b in zip(checked, checked[1:], strict=False)):
-            raise ValueError(f"Boundaries lengths must increase strictly, as in (256, 512, 1024); got {checked}")
+            raise ValueError(
+                f"Boundaries lengths must increase strictly, as in (256, 512, 1024); got {checked}"
+            )
         if overflow not in OVERFLOWS:
             raise ValueError(f"Boundaries overflow must be one of {OVERFLOWS}, not {overflow!r}")
         object.__setattr__(self, "lengths", checked)
@@ -68,7 +70,9 @@ class Boundaries:
             if int(value) & (int(value) - 1):
                 raise ValueError(f"Boundaries.powers_of_two {name} must be a power of two, not {value}")
         if largest < smallest:
-            raise ValueError(f"Boundaries.powers_of_two needs smallest <= largest; got {smallest} and {largest}")
+            raise ValueError(
+                f"Boundaries.powers_of_two needs smallest <= largest; got {smallest} and {largest}"
+            )
         lengths = [int(smallest)]
         while lengths[-1] < largest:
             lengths.append(lengths[-1] * 2)

@@ -55,9 +55,9 @@ class FilledBatch(list[int]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, FilledBatch):
             return self.valid == other.valid and list.__eq__(self, other)
-        return list.__eq__(self, other)  # type: ignore[operator]
+        return list.__eq__(self, other)
 
-    __hash__ = None  # type: ignore[assignment]  # a list, mutable
+    __hash__ = None  # a list, mutable
 
     def __repr__(self) -> str:
         return f"FilledBatch({list(self)!r}, valid={self.valid})"
@@ -76,7 +76,9 @@ def fill_setting(fill: object, drop_last: bool) -> str | None:
     return str(fill)
 
 
-def fill_bucket(batches: list[list[int]], order: np.ndarray, batch_size: int, fill: str | None) -> list[list[int]]:
+def fill_bucket(
+    batches: list[list[int]], order: np.ndarray, batch_size: int, fill: str | None
+) -> list[list[int]]:
     """One bucket's `batches`, cut from `order` in turn, with its short last batch made full by `fill`."""
     if fill is None or not batches:
         return batches
