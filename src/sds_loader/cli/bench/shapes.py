@@ -126,6 +126,7 @@ def count(epochs: Iterable[Iterable[Mapping[str, Any]]], key: str = "samples") -
 
 def rows(root: str) -> list[tuple[str, Shapes]]:
     """Each way of batching the dataset, and what two epochs of it delivered."""
+    import torch
     from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
     from sds_loader.torch import LengthBucketSampler, SDSTorchDataset, collate
@@ -144,8 +145,14 @@ def rows(root: str) -> list[tuple[str, Shapes]]:
 
     longest = Window("time", None, pad=True)
     bounded = Window("time", None, pad=True, boundaries=BOUNDARIES)
-    shuffled: Callable[[SDSTorchDataset], Any] = lambda d: BatchSampler(RandomSampler(d), BATCH, False)  # noqa: E731
-    buckets = lambda d, **kw: LengthBucketSampler(d, BATCH, seed=0, **kw)  # noqa: E731
+
+    def shuffled(dataset: SDSTorchDataset) -> BatchSampler:
+        # Seeded, so that every run counts the same batches.
+        return BatchSampler(RandomSampler(dataset, generator=torch.Generator().manual_seed(0)), BATCH, False)
+
+    def buckets(dataset: SDSTorchDataset, **options: Any) -> LengthBucketSampler:
+        return LengthBucketSampler(dataset, BATCH, seed=0, **options)
+
     named = "powers of two 256-2048"
     return [
         (
@@ -172,7 +179,7 @@ def rows(root: str) -> list[tuple[str, Shapes]]:
 def report(records: int = RECORDS, cache: str | None = None) -> list[tuple[str, Shapes]]:
     """Print the batch-shape rows; returns them."""
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401 - only whether it imports
     except ImportError:
         print(
             "batch shapes: skipped, they are counted through a DataLoader (pip install 'sds-loader[torch]')"
