@@ -149,6 +149,18 @@ def test_fill_repeat_repeats_neighbours_of_the_same_boundary(root):
     assert sum(counts.values()) - COUNT == len(planned) * BATCH - COUNT > 0
     for b in planned:
         assert len(set(BOUNDED.buckets(LENGTHS[b]).tolist())) == 1, b
+    # A short batch takes its neighbours in length: one pool holds each bucket here, sorted by
+    # length, so the filled batch is its bucket's longest records.
+    plain = list(LengthBucketSampler(root, BATCH, seed=4, boundaries=BOUNDED))
+    buckets = BOUNDED.buckets(LENGTHS)
+    short = 0
+    for filled, batch in zip(planned, plain, strict=True):
+        assert filled[BATCH - len(batch) :] == batch
+        bucket = LENGTHS[buckets == buckets[batch[0]]]
+        if len(batch) < BATCH and bucket.size >= BATCH:
+            assert sorted(LENGTHS[filled]) == sorted(bucket)[-BATCH:]
+            short += 1
+    assert short >= 2
     batches = epoch(root, sampler)
     assert VALID_KEY not in batches[0]
     assert len(shapes(batches)) <= len(BOUNDARIES)

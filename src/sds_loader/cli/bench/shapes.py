@@ -115,9 +115,8 @@ def count(epochs: Iterable[Iterable[Mapping[str, Any]]], key: str = "samples") -
         for batch in batches:
             array = batch[key]
             shapes.add(tuple(array.shape))
+            # Rows that fill a batch (fill="mask") have a length of 0: all padding.
             lengths = np.asarray(batch[f"{key}_length"])
-            if "valid" in batch:
-                lengths = lengths[np.asarray(batch["valid"])]
             positions += int(array.shape[0]) * int(array.shape[-1])
             valid += int(lengths.sum())
         per_epoch.append(shapes)
