@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import signal_dataset as sds
 from spread_records import BOUNDARIES, COUNT, spread_length, write_spread
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Subset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from sds_loader import Boundaries, Window
@@ -274,6 +274,15 @@ def test_arguments(root):
         LengthBucketSampler(root, BATCH, boundaries=256)
     with pytest.raises(ValueError, match="must increase strictly"):
         LengthBucketSampler(root, BATCH, boundaries=(512, 256))
+    subset = Subset(dataset(root), list(range(0, COUNT, 2)))
+    with pytest.raises(
+        ValueError, match="a torch Subset rebuilds them without the mark; over a Subset, use fill='repeat'"
+    ):
+        LengthBucketSampler(subset, BATCH, fill="mask")
+    repeated = list(LengthBucketSampler(subset, BATCH, boundaries=BOUNDED, fill="repeat"))
+    assert {p for b in repeated for p in b} == set(range(COUNT // 2)) and {len(b) for b in repeated} == {
+        BATCH
+    }
     # drop_last drops each boundary's short batch.
     dropped = list(LengthBucketSampler(root, BATCH, seed=1, boundaries=BOUNDED, drop_last=True))
     buckets = np.bincount(BOUNDED.buckets(LENGTHS), minlength=4)

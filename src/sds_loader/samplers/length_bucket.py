@@ -148,6 +148,13 @@ class LengthBucketSampler(EpochSampler[list[int]]):
             raise TypeError(f"axis must be a non-empty axis name, not {axis!r}")
         self.axis = axis
         base, ordinals = unwrap(dataset)
+        if ordinals is not None and self.fill == "mask":
+            # torch's Subset rebuilds each batch's indices as a plain list, so
+            # the dataset under it would never see which rows are padding.
+            raise ValueError(
+                "fill='mask' marks padding rows in the indices it yields, and a torch Subset "
+                "rebuilds them without the mark; over a Subset, use fill='repeat'"
+            )
         lengths = record_lengths(base, axis)
         # A Subset's batches are lists of its positions, bucketed by their records' lengths.
         self._lengths = lengths if ordinals is None else lengths[ordinals]
