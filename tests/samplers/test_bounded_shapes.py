@@ -140,6 +140,14 @@ def test_fill_mask_on_unbounded_batches_fills_the_one_short_batch(root):
     assert sorted(o for batch in batches for o in check_rows(root, batch)) == list(range(COUNT))
 
 
+def test_fill_mask_under_a_fixed_window_gives_one_shape(root):
+    fixed = SDSTorchDataset(root, window=Window("time", 512, pad=True))
+    sampler = LengthBucketSampler(fixed, BATCH, seed=8, fill="mask")
+    batches = list(DataLoader(fixed, batch_sampler=sampler, collate_fn=collate))
+    assert shapes(batches) == Counter({(BATCH, 2, 512): -(-COUNT // BATCH)})
+    assert sorted(o for batch in batches for o in check_rows(root, batch)) == list(range(COUNT))
+
+
 def test_fill_repeat_repeats_neighbours_of_the_same_boundary(root):
     sampler = LengthBucketSampler(root, BATCH, seed=4, boundaries=BOUNDED, fill="repeat")
     planned = list(sampler)
