@@ -17,6 +17,9 @@ from sds_loader import Boundaries, Window
 from sds_loader.samplers.filled_batches import VALID_KEY
 from sds_loader.torch import LengthBucketSampler, SDSTorchDataset, collate
 
+#: Dynamo traces every shape it meets: a few seconds a test on two shared cores.
+pytestmark = pytest.mark.slow
+
 BATCH = 16
 EPOCHS = 2
 
