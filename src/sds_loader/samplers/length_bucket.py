@@ -118,8 +118,8 @@ class LengthBucketSampler(EpochSampler[list[int]]):
     boundary, each dropped by `drop_last`); give the window the same ones.
     `fill` (``"mask"`` or ``"repeat"``) makes every short batch full, and
     under ``"mask"`` every whole batch a rank repeats is padding: see
-    `sds_loader.samplers.filled_batches`. A boundary under
-    ``overflow="refuse"`` that some record is longer than is refused here.
+    `sds_loader.samplers.filled_batches`. Under ``overflow="refuse"``, a
+    record longer than the largest boundary is refused here, by ordinal.
     """
 
     def __init__(
