@@ -2,6 +2,7 @@
 
 from sds_loader._version import __version__ as __version__
 from sds_loader.annotations import Annotations
+from sds_loader.boundaries import Boundaries
 from sds_loader.dataset import DatasetNotFoundError
 from sds_loader.errors import (
     CorruptShardError,
@@ -17,6 +18,7 @@ from sds_loader.windows import Window
 __all__ = [
     "Annotations",
     "BatchReader",
+    "Boundaries",
     "CorruptShardError",
     "DatasetNotFoundError",
     "MixedShapesError",

@@ -653,10 +653,10 @@ class BatchReader:
     def _crop(self, ordinals: np.ndarray, *, seed: int, epoch: int) -> np.ndarray:
         window = self._window
         assert window is not None
-        if window.crop == "start" or window.length is None:
+        if window.crop == "start" or window.crop_length is None:
             return np.zeros(ordinals.size, dtype=np.int64)
         lengths = self._record_lengths(ordinals)
-        return crop_starts(window.crop, window.length, lengths, ordinals, seed=seed, epoch=epoch)
+        return crop_starts(window.crop, window.crop_length, lengths, ordinals, seed=seed, epoch=epoch)
 
     def _record_lengths(self, ordinals: np.ndarray) -> np.ndarray:
         window = self._window
@@ -664,7 +664,8 @@ class BatchReader:
         return self._process().metadata.lengths(ordinals, window.axis, self._fields)
 
     def _batch_window_length(self, ordinals: np.ndarray, starts: np.ndarray | None) -> int | None:
-        """The window's length for this batch: fixed, or the longest row (length=None)."""
+        """The window's length for this batch: fixed, or the longest row (length=None),
+        rounded up to its boundary when the window has boundaries."""
         window = self._window
         if window is None:
             return None
@@ -682,7 +683,7 @@ class BatchReader:
                 f"{int(lengths[k])} positions along axis {window.axis!r}; pass a start from 0 "
                 f"to {max(int(lengths[k]) - 1, 0)}"
             )
-        return int((lengths - starts).max())
+        return window.batch_length(lengths - starts, ordinals)
 
     def _window_axes(self, ordinal: int, names: Sequence[str] | None = None) -> dict[str, int]:
         """Where the window's axis sits in each selected field of record `ordinal` that has it."""

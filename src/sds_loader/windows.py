@@ -22,6 +22,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from sds_loader.boundaries import Boundaries, boundaries_setting
+
 #: Where a window starts when `read` is given no starts.
 CROPS = ("start", "center", "random")
 
@@ -40,14 +42,29 @@ class Window:
     or ``"random"``: uniform over the positions where the window fits (0 when
     the record is shorter), a function of (seed, epoch, ordinal) alone, so
     that the same seed and epoch reproduce it in any process.
+
+    `boundaries` (a `sds_loader.Boundaries`, or a sequence of lengths; with
+    ``length=None`` and ``pad=True``) pads each batch to the smallest boundary
+    that holds its longest record instead, so that an epoch's batches take
+    at most one length per boundary; a record past the largest boundary is
+    cut to it where `crop` says, or refused (`Boundaries.overflow`).
     """
 
     axis: str
     length: int | None
     pad: bool = False
     crop: str = "start"
+    boundaries: Boundaries | None = None
 
-    def __init__(self, axis: str, length: int | None, *, pad: bool = False, crop: str = "start") -> None:
+    def __init__(
+        self,
+        axis: str,
+        length: int | None,
+        *,
+        pad: bool = False,
+        crop: str = "start",
+        boundaries: Boundaries | Iterable[int] | None = None,
+    ) -> None:
         if not isinstance(axis, str) or not axis:
             raise TypeError(f"Window axis must be a non-empty axis name, not {axis!r}")
         if length is not None:
@@ -63,10 +80,34 @@ class Window:
             )
         if crop not in CROPS:
             raise ValueError(f"Window crop must be one of {CROPS}, not {crop!r}")
+        bounded = boundaries_setting(boundaries, "Window")
+        if bounded is not None and length is not None:
+            raise ValueError(
+                f"Window(axis, {length}, boundaries=...) has both a fixed length and boundaries; "
+                "pass length=None (with pad=True) to pad each batch to its smallest boundary"
+            )
         object.__setattr__(self, "axis", axis)
         object.__setattr__(self, "length", length)
         object.__setattr__(self, "pad", bool(pad))
         object.__setattr__(self, "crop", crop)
+        object.__setattr__(self, "boundaries", bounded)
+
+    @property
+    def crop_length(self) -> int | None:
+        """The length a crop places starts for: the window's, or the largest boundary when cut to it."""
+        if self.length is not None:
+            return self.length
+        if self.boundaries is not None and self.boundaries.overflow == "cut":
+            return self.boundaries.largest
+        return None
+
+    def batch_length(self, rows: np.ndarray, ordinals: np.ndarray) -> int:
+        """The length of a batch whose rows hold `rows` positions from their starts to their ends."""
+        if self.length is not None:
+            return self.length
+        if self.boundaries is not None:
+            return self.boundaries.batch_length(rows, ordinals, self.axis)
+        return int(np.max(rows)) if np.asarray(rows).size else 0
 
 
 def length_key(field: str) -> str:

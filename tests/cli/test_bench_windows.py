@@ -3,10 +3,12 @@
 import os
 import re
 
+import numpy as np
+import pytest
 import signal_dataset as sds
 
 from sds_loader.cli import main
-from sds_loader.cli.bench import windows
+from sds_loader.cli.bench import shapes, windows
 
 ROWS = [
     ("uncompressed", "signal_dataset: whole capture, then slice"),
@@ -48,3 +50,26 @@ def test_bench_windows_writes_long_captures_and_times_every_row(capsys, tmp_path
         dataset = sds.open(root)
         assert len(dataset) == 2
         assert dataset[1]["samples"].data.shape == (windows.SAMPLES,)
+    # The batch-shape rows, counted from what the DataLoader delivered.
+    counted = {}
+    for line in out.splitlines():
+        found = re.search(r"^(.+?)\s+(\d+) shapes/epoch\s+(\d+) both epochs\s+([\d.]+)% padded$", line)
+        if found:
+            counted[found.group(1).strip()] = (
+                int(found.group(2)),
+                int(found.group(3)),
+                float(found.group(4)),
+            )
+    assert len(counted) == 6, out
+    lengths = np.asarray([shapes.length(o) for o in range(shapes.RECORDS)])
+    rows = list(counted.values())
+    longest_everywhere, random_longest, bucketed, bounded, masked, repeated = rows
+    assert longest_everywhere[:2] == (1, 1)  # 512 records in batches of 32: no short batch
+    assert longest_everywhere[2] == pytest.approx(
+        100 * (1 - lengths.sum() / (lengths.size * shapes.LONGEST)), abs=0.06
+    )
+    assert random_longest[0] > 8 and bucketed[0] > 8
+    # Bounded: one length per boundary, the short batches a second shape each; filled: one per boundary.
+    assert bounded[0] <= 8 and masked[0] <= 4 and masked[1] <= 4 and repeated[0] <= 4
+    assert bounded[2] == pytest.approx(100 * shapes.BOUNDARIES.implied_waste(lengths), abs=0.06)
+    assert bucketed[2] < bounded[2] < masked[2] < 50

@@ -257,6 +257,105 @@ def test_window_arguments():
         Window("time", 4, crop="middle")
 
 
+# -- boundaries: a padded batch takes one of a few lengths ------------------------------
+
+
+def test_boundaries_pad_each_batch_to_its_smallest_boundary(layouts):
+    window = Window("time", None, pad=True, boundaries=(16, 32, 64))
+    reader = sds_loader.BatchReader(layouts, window=window)
+    cases = [
+        ([0, 1], [0, 0], 16),  # 5 and 14 positions
+        ([2, 3, 0], [0, 0, 0], 32),  # 23 and 32: a record exactly on a boundary keeps it
+        ([1, 4], [0, 0], 64),  # 14 and 41
+        ([2, 8], [0, 70], 32),  # 23, and 77 - 70: the positions from each start count
+        ([9, 10, 0], [0, 0, 0], 64),  # 86 and 95 are past the largest: cut to it
+        ([10, 7], [40, 5], 64),  # 55 and 63 from their starts
+    ]
+    for indices, starts, boundary in cases:
+        batch = reader.read(indices, starts=starts)
+        assert batch["wave"].shape[0] == len(indices) and batch["wave"].shape[-1] == boundary, indices
+        assert_windows(layouts, batch, indices, starts, boundary)
+
+
+def test_a_cut_past_the_largest_boundary_follows_the_crop(default):
+    lengths = {10: 95, 9: 86, 2: 23}
+    indices = list(lengths)
+    center = sds_loader.BatchReader(
+        default,
+        fields=("wave", "cube"),
+        window=Window("time", None, pad=True, crop="center", boundaries=(32, 64)),
+    )
+    starts = [(95 - 64) // 2, (86 - 64) // 2, 0]
+    assert center.window_starts(indices).tolist() == starts
+    assert_windows(default, center.read(indices), indices, starts, 64, ("wave", "cube"))
+    # Random cuts are placed as a fixed window of the largest boundary's length would be.
+    random = sds_loader.BatchReader(
+        default, fields=("wave",), window=Window("time", None, pad=True, crop="random", boundaries=(32, 64))
+    )
+    fixed = sds_loader.BatchReader(
+        default, fields=("wave",), window=Window("time", 64, pad=True, crop="random")
+    )
+    for seed, epoch in ((0, 0), (3, 5)):
+        picked = random.window_starts(indices, seed=seed, epoch=epoch)
+        assert picked.tolist() == fixed.window_starts(indices, seed=seed, epoch=epoch).tolist()
+        assert picked[2] == 0 and 0 <= picked[0] <= 95 - 64
+        assert_windows(default, random.read(indices, starts=picked), indices, picked.tolist(), 64, ("wave",))
+    # Starting at 0, the cut keeps the first positions.
+    start = sds_loader.BatchReader(
+        default, fields=("wave",), window=Window("time", None, pad=True, boundaries=(64,))
+    )
+    batch = start.read([10])
+    assert batch["wave_length"].tolist() == [64]
+    assert_windows(default, batch, [10], [0], 64, ("wave",))
+
+
+def test_boundaries_that_refuse_to_cut_name_the_record(any_path):
+    refuse = sds_loader.Boundaries((16, 32, 64), overflow="refuse")
+    reader = sds_loader.BatchReader(
+        any_path, fields=("iq",), window=Window("time", None, pad=True, boundaries=refuse)
+    )
+    assert reader.read([0, 6])["iq"].shape == (2, 2, 64)  # 59 positions fit
+    with pytest.raises(
+        ValueError, match=r"record 9 holds 86 positions along axis 'time', more than the largest boundary, 64"
+    ):
+        reader.read([0, 9, 10])
+    assert reader.read([9], starts=[30])["iq"].shape == (1, 2, 64)  # 56 positions from its start
+
+
+def test_boundaries_arguments():
+    from sds_loader import Boundaries
+
+    assert Boundaries.powers_of_two(256, 2048) == Boundaries((256, 512, 1024, 2048))
+    assert Boundaries.powers_of_two(8, 8).lengths == (8,)
+    assert Window("time", None, pad=True, boundaries=[4, 8]).boundaries == Boundaries((4, 8))
+    bounds = Boundaries((4, 8, 16))
+    assert bounds.buckets(np.asarray([1, 4, 5, 8, 9, 16, 17, 99])).tolist() == [0, 0, 1, 1, 2, 2, 2, 2]
+    # Records of 2, 8 and 20 positions padded (cut) to 4, 8 and 16: 2 + 8 + 16 valid of 28.
+    assert bounds.implied_waste(np.asarray([2, 8, 20])) == pytest.approx(1 - 26 / 28)
+    with pytest.raises(ValueError, match="increase strictly"):
+        Boundaries((8, 8))
+    with pytest.raises(ValueError, match="at least one length"):
+        Boundaries(())
+    with pytest.raises(ValueError, match="positive integers"):
+        Boundaries((0, 4))
+    with pytest.raises(ValueError, match="positive integers"):
+        Boundaries((True, 4))
+    with pytest.raises(TypeError, match="sequence of lengths, not int"):
+        Boundaries(4)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="overflow must be one of"):
+        Boundaries((4,), overflow="drop")
+    with pytest.raises(ValueError, match="must be a power of two, not 300"):
+        Boundaries.powers_of_two(300, 2048)
+    with pytest.raises(ValueError, match="smallest <= largest"):
+        Boundaries.powers_of_two(512, 256)
+    with pytest.raises(ValueError, match="has both a fixed length and boundaries"):
+        Window("time", 16, pad=True, boundaries=(16, 32))
+    with pytest.raises(ValueError, match="pass pad=True"):
+        Window("time", None, boundaries=(16, 32))
+    with pytest.raises(TypeError, match="Window boundaries must be a sds_loader.Boundaries or a sequence"):
+        Window("time", None, pad=True, boundaries="16")
+
+
 def test_window_must_be_a_window(default):
     with pytest.raises(TypeError, match="window must be a sds_loader.Window, not tuple"):
         sds_loader.BatchReader(default, window=("time", 4))

@@ -92,7 +92,17 @@ def mixture_sampler(roots: dict[str, str], **kwargs: Any) -> Callable[[int, int]
     )
 
 
-SAMPLERS = {"shard-aware": shard_aware, "length-bucket": length_bucket, "mixture": mixture_sampler}
+def bounded_buckets(roots: dict[str, str]) -> Callable[[int, int], LengthBucketSampler]:
+    """Buckets by boundary (the longest records cut to the largest), every batch filled to full size."""
+    return length_bucket(roots, boundaries=(8, 16, 32), fill="mask")
+
+
+SAMPLERS = {
+    "shard-aware": shard_aware,
+    "length-bucket": length_bucket,
+    "length-bucket-bounded": bounded_buckets,
+    "mixture": mixture_sampler,
+}
 
 
 def units(items: Sequence[Any]) -> list[Any]:

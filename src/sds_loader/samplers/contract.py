@@ -201,6 +201,10 @@ class EpochSampler(Sampler[Item], Generic[Item]):
         """Consecutive items that a rank takes together (see `sds_loader.samplers.dealing`)."""
         return 1
 
+    def _padding_item(self, item: Item) -> Item:
+        """The item a rank takes again to even out the ranks' steps (a batch sampler may mark it)."""
+        return item
+
     def _layout(self) -> dict[str, Any]:
         """Everything besides (seed, epoch) that the sequence and its dealing depend on, bar the world."""
         return {
@@ -250,7 +254,10 @@ class EpochSampler(Sampler[Item], Generic[Item]):
         if isinstance(items, np.ndarray):  # yield Python ints, as torch's samplers do
             chosen: list[Item] = items[positions].tolist()
             return chosen
-        return [items[position] for position in positions.tolist()]
+        chosen_items = [items[position] for position in positions.tolist()]
+        for k in np.flatnonzero(taken >= dealt.size).tolist():
+            chosen_items[k] = self._padding_item(chosen_items[k])
+        return chosen_items
 
     def __iter__(self) -> Iterator[Item]:
         if self._pending is not None:

@@ -19,6 +19,15 @@ from its length; a pool of one batch is random batching. Ties in length are
 broken by the shuffle, so records of one length still meet different
 batch-mates every epoch.
 
+With `boundaries` (a `sds_loader.Boundaries`, the same a padded `Window`
+is given), records are first grouped by the smallest boundary that holds
+them, in the epoch's shuffled order, and each group is pooled, sorted and
+cut as above, so a batch's records share one boundary and the window pads
+it to that boundary: an epoch's batches take at most one length per
+boundary. Each group's last batch is short; `fill` makes it full (see
+`sds_loader.samplers.filled_batches`), so that the batches take at most one
+shape per boundary.
+
 Lengths come from each record's metadata (signal_dataset's
 `FieldMetadata.shape`), read once when the sampler is made: the metadata
 shards hold a few hundred bytes per record, and no tensor is read.
@@ -27,14 +36,17 @@ shards hold a few hundred bytes per record, and no tensor is read.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import signal_dataset as sds
 
+from sds_loader.boundaries import Boundaries, boundaries_setting
 from sds_loader.fallback import FallbackReader
 from sds_loader.metadata import MetadataShards
 from sds_loader.samplers.contract import EpochSampler, positive_int
+from sds_loader.samplers.filled_batches import fill_bucket, fill_setting, padding_batch
 from sds_loader.samplers.subsets import unwrap
 
 #: Records whose metadata is read per request while the sampler learns lengths.
@@ -66,10 +78,26 @@ def record_lengths(dataset: object, axis: str) -> np.ndarray:
         fallback.close()
 
 
-def padding_waste(batches: list[list[int]], lengths: np.ndarray) -> float:
-    """The share of a padded epoch's positions that are padding, for `batches` of ordinals."""
-    padded = sum(len(batch) * int(lengths[batch].max()) for batch in batches if batch)
-    valid = sum(int(lengths[batch].sum()) for batch in batches)
+def padding_waste(
+    batches: list[list[int]], lengths: np.ndarray, boundaries: Boundaries | None = None
+) -> float:
+    """The share of a padded epoch's positions that are padding, for `batches` of ordinals.
+
+    Each batch is as long as its longest record, or with `boundaries` as the
+    boundary that holds it (records past the largest cut to it); the rows
+    past a `FilledBatch`'s `valid` are padding whole.
+    """
+    padded = valid = 0
+    for batch in batches:
+        if not batch:
+            continue
+        rows = np.asarray(lengths)[list(batch)]
+        longest = int(rows.max())
+        if boundaries is not None:
+            longest = boundaries.lengths[int(boundaries.buckets(np.asarray([longest]))[0])]
+        counted = getattr(batch, "valid", len(batch))
+        padded += len(batch) * longest
+        valid += int(np.minimum(rows[:counted], longest).sum())
     return 1.0 - valid / padded if padded else 0.0
 
 
@@ -85,6 +113,13 @@ class LengthBucketSampler(EpochSampler[list[int]]):
     same world size and on another one every batch once, as it was formed.
     `drop_last` drops the epoch's last, short batch as well as the batches
     that would not divide evenly among ranks.
+
+    `boundaries` buckets the records by boundary first (one short batch per
+    boundary, each dropped by `drop_last`); give the window the same ones.
+    `fill` (``"mask"`` or ``"repeat"``) makes every short batch full, and
+    under ``"mask"`` every whole batch a rank repeats is padding: see
+    `sds_loader.samplers.filled_batches`. Under ``overflow="refuse"``, a
+    record longer than the largest boundary is refused here, by ordinal.
     """
 
     def __init__(
@@ -99,20 +134,38 @@ class LengthBucketSampler(EpochSampler[list[int]]):
         rank: int | None = None,
         drop_last: bool = False,
         pool_batches: int = 64,
+        boundaries: Boundaries | Sequence[int] | None = None,
+        fill: str | None = None,
     ) -> None:
         super().__init__(
             shuffle=shuffle, seed=seed, num_replicas=num_replicas, rank=rank, drop_last=drop_last
         )
         self.batch_size = positive_int("batch_size", batch_size)
+        self.boundaries = boundaries_setting(boundaries, "LengthBucketSampler")
+        self.fill = fill_setting(fill, self.drop_last)
         self.pool_batches = positive_int("pool_batches", pool_batches)
         if not isinstance(axis, str) or not axis:
             raise TypeError(f"axis must be a non-empty axis name, not {axis!r}")
         self.axis = axis
         base, ordinals = unwrap(dataset)
+        if ordinals is not None and self.fill == "mask":
+            # torch's Subset rebuilds each batch's indices as a plain list, so
+            # the dataset under it would never see which rows are padding.
+            raise ValueError(
+                "fill='mask' marks padding rows in the indices it yields, and a torch Subset "
+                "rebuilds them without the mark; over a Subset, use fill='repeat'"
+            )
         lengths = record_lengths(base, axis)
         # A Subset's batches are lists of its positions, bucketed by their records' lengths.
         self._lengths = lengths if ordinals is None else lengths[ordinals]
         self._lengths.setflags(write=False)
+        # Each record's boundary (one bucket of everything without boundaries).
+        self._buckets = np.zeros(len(self._lengths), dtype=np.int64)
+        if self.boundaries is not None:
+            positions = np.arange(len(self._lengths)) if ordinals is None else np.asarray(ordinals)
+            self.boundaries.refuse_overflow(self._lengths, positions, axis)
+            self._buckets = self.boundaries.buckets(self._lengths)
+        self._bucket_sizes = np.bincount(self._buckets, minlength=1)
 
     @property
     def lengths(self) -> np.ndarray:
@@ -120,16 +173,24 @@ class LengthBucketSampler(EpochSampler[list[int]]):
         return self._lengths
 
     def _item_count(self) -> int:
-        count = len(self._lengths)
-        return count // self.batch_size if self.drop_last else -(-count // self.batch_size)
+        sizes = self._bucket_sizes
+        whole = sizes // self.batch_size
+        return int(whole.sum() if self.drop_last else (-(-sizes // self.batch_size)).sum())
 
     def _layout(self) -> dict[str, Any]:
-        return {
+        layout = {
             **super()._layout(),
             "batch_size": self.batch_size,
             "pool_batches": self.pool_batches,
             "axis": self.axis,
         }
+        # Only when set, so that a state saved before these knobs existed still loads.
+        if self.boundaries is not None:
+            layout["boundaries"] = list(self.boundaries.lengths)
+            layout["overflow"] = self.boundaries.overflow
+        if self.fill is not None:
+            layout["fill"] = self.fill
+        return layout
 
     def _epoch_items(self, rng: np.random.Generator | None) -> list[list[int]]:
         count = len(self._lengths)
@@ -137,6 +198,19 @@ class LengthBucketSampler(EpochSampler[list[int]]):
             order = np.argsort(self._lengths, kind="stable")
         else:
             order = rng.permutation(count)
+        batches: list[list[int]] = []
+        for bucket in range(self._bucket_sizes.size):
+            members = order if self.boundaries is None else order[self._buckets[order] == bucket]
+            batches += self._bucket_batches(members, sort_pools=rng is not None)
+        if rng is not None:
+            batches = [batches[k] for k in rng.permutation(len(batches))]
+        return batches
+
+    def _bucket_batches(self, order: np.ndarray, *, sort_pools: bool) -> list[list[int]]:
+        """One bucket's batches from its records in epoch order: pools sorted by length, then cut."""
+        count = order.size
+        if sort_pools:
+            order = order.copy()
             pool = self.batch_size * self.pool_batches
             for first in range(0, count, pool):
                 members = order[first : first + pool]
@@ -144,12 +218,16 @@ class LengthBucketSampler(EpochSampler[list[int]]):
         batches = [order[k : k + self.batch_size].tolist() for k in range(0, count, self.batch_size)]
         if self.drop_last and batches and len(batches[-1]) < self.batch_size:
             batches.pop()
-        if rng is not None:
-            batches = [batches[k] for k in rng.permutation(len(batches))]
-        return batches
+        return fill_bucket(batches, order, self.batch_size, self.fill)
+
+    def _padding_item(self, item: list[int]) -> list[int]:
+        return padding_batch(item, self.fill)
 
     def __repr__(self) -> str:
         return (
             f"{super().__repr__()[:-1]}, batch_size={self.batch_size}, axis={self.axis!r}, "
-            f"pool_batches={self.pool_batches})"
+            f"pool_batches={self.pool_batches}"
+            + (f", boundaries={self.boundaries!r}" if self.boundaries is not None else "")
+            + (f", fill={self.fill!r}" if self.fill is not None else "")
+            + ")"
         )

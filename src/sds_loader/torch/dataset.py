@@ -30,6 +30,7 @@ from sds_loader.torch import readahead_route
 from sds_loader.torch.batch import Batch
 from sds_loader.torch.buffers import BufferSource, PagePool, PinnedSource, read_tensors
 from sds_loader.torch.extras import Kind, extra_kinds
+from sds_loader.torch.filled_rows import mask_padding_rows
 from sds_loader.torch.ring import DEFAULT_BLOCKS, WorkerRing, _Block
 from sds_loader.torch.shared_epoch import SharedEpoch
 from sds_loader.windows import Window, length_key
@@ -271,7 +272,14 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         return self.__getitems__([index])[0]
 
     def __getitems__(self, indices: Sequence[int]) -> Batch:
-        """Read the whole batch in one native call into its final tensors."""
+        """Read the whole batch in one native call into its final tensors.
+
+        Indices from a sampler's ``fill="mask"`` (a `FilledBatch`) give a batch
+        whose padding rows are zero and whose ``valid`` key marks its records.
+        """
+        return mask_padding_rows(self._read_batch(indices), indices)
+
+    def _read_batch(self, indices: Sequence[int]) -> Batch:
         if isinstance(indices, _torch.Tensor):
             indices = indices.numpy()
         local = self._open()

@@ -19,6 +19,10 @@ it, every capture in every batch, shuffled:
 
 Each row is the median of several passes; the ratios are within one run, so
 a loaded machine slows every row alike more than it skews the ratios.
+
+Then the batch-shape rows of `sds_loader.cli.bench.shapes`: the distinct
+shapes an epoch of padded windows takes, and its share of padding, for each
+way of batching records of lengths spread 1:10.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import numpy as np
 import signal_dataset as sds
 
 from sds_loader import BatchReader, Window
+from sds_loader.cli.bench import shapes
 from sds_loader.cli.bench.builtin import cache_dir
 
 CAPTURES = 64
@@ -161,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=3, help="timed epochs per row (median kept)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache-dir", default=None, help="where the long captures are cached")
+    parser.add_argument(
+        "--shape-records", type=int, default=shapes.RECORDS, help="captures the batch-shape rows batch"
+    )
     args = parser.parse_args(argv)
     roots = ensure(args.captures, args.cache_dir)
     print(
@@ -210,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         "whole capture",
         whole_zs,
     )
+    shapes.report(args.shape_records, args.cache_dir)
     return 0
 
 

@@ -1,0 +1,43 @@
+"""The padding rows of a batch a sampler filled to full size: zeroed, and marked by ``valid``.
+
+A batch sampler with ``fill="mask"`` yields `FilledBatch` indices whose rows
+past `valid` are padding, copies of the batch's own records so that the
+batch keeps its length along a padded window. `SDSTorchDataset` reads them
+with the rest in its one native read, then hands the batch here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch as _torch
+
+from sds_loader.samplers.filled_batches import VALID_KEY, FilledBatch
+from sds_loader.torch.batch import Batch
+
+
+def mask_padding_rows(batch: Batch, indices: Sequence[int] | object) -> Batch:
+    """`batch` with its padding rows zeroed (their lengths 0) and the ``valid`` key added.
+
+    A batch read from plain indices is returned as it is.
+    """
+    if not isinstance(indices, FilledBatch):
+        return batch
+    tensors = batch._tensors
+    if VALID_KEY in tensors or VALID_KEY in batch._ragged:
+        raise ValueError(
+            f"a batch filled to full size carries the key {VALID_KEY!r}, which this dataset's outputs "
+            "already name; rename that output, or use a sampler without fill='mask'"
+        )
+    valid = indices.valid
+    for tensor in tensors.values():
+        tensor[valid:] = 0
+    rows = len(batch)
+    mask = _torch.arange(rows) < valid
+    return Batch(
+        {**tensors, VALID_KEY: mask},
+        rows,
+        ring_block=batch._ring_block,
+        ragged=batch._ragged,
+        offsets_of=batch._offsets_of,
+    )
