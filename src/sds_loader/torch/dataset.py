@@ -23,6 +23,7 @@ from sds_loader.annotations import Annotations
 from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
 from sds_loader.dataset import ShardTable, adopt_tables, export_tables
 from sds_loader.errors import UnknownNameError, UnknownTargetError
+from sds_loader.read_stats import ReadStats
 from sds_loader.reader import BatchReader
 from sds_loader.schema import Allocator
 from sds_loader.storage.stores import portable
@@ -31,18 +32,20 @@ from sds_loader.torch.buffers import BufferSource, PagePool, PinnedSource, read_
 from sds_loader.torch.extras import Kind, extra_kinds
 from sds_loader.torch.ring import DEFAULT_BLOCKS, WorkerRing, _Block
 from sds_loader.torch.shared_epoch import SharedEpoch
+from sds_loader.torch.worker_stats import DatasetStats, WorkerStatsBoard
 from sds_loader.windows import Window, length_key
 
 
 class _ProcessLocal:
     """The reader and buffer source of one process; never pickled, never inherited."""
 
-    __slots__ = ("pid", "reader", "source")
+    __slots__ = ("pid", "reader", "source", "in_worker")
 
-    def __init__(self, pid: int, reader: BatchReader, source: BufferSource) -> None:
+    def __init__(self, pid: int, reader: BatchReader, source: BufferSource, in_worker: bool) -> None:
         self.pid = pid
         self.reader = reader
         self.source = source
+        self.in_worker = in_worker
 
 
 class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
@@ -135,6 +138,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         self._window = window
         self._seed = seed
         self._epoch = SharedEpoch()
+        self._worker_stats = WorkerStatsBoard()
+        self._iteration_mark: ReadStats | None = None
         if isinstance(worker_blocks, bool) or not isinstance(worker_blocks, int) or worker_blocks < 0:
             raise ValueError(f"worker_blocks must be zero or a positive integer, not {worker_blocks!r}")
         self._worker_blocks = worker_blocks
@@ -174,8 +179,11 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
                 cache_dir=self._cache_dir,
                 cache_limit=self._cache_limit,
             )
-            local = _ProcessLocal(pid, reader, self._buffer_source(in_worker))
+            local = _ProcessLocal(pid, reader, self._buffer_source(in_worker), in_worker)
             self._local = local
+            info = _get_worker_info()
+            if info is not None:
+                self._worker_stats.claim(info.id, reader.stats)
         return local
 
     def _buffer_source(self, in_worker: bool) -> BufferSource:
@@ -241,6 +249,19 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"epoch must be a non-negative integer, not {epoch!r}")
         self._epoch.value = epoch
+        self._iteration_mark = self.stats().total
+
+    def stats(self) -> DatasetStats:
+        """Read stats (counts and stage times) summed over this process and every DataLoader
+        worker the dataset started, persistent or not, forked or spawned: in `total`, and
+        since the last `set_epoch` in `iteration`. In a worker: that worker's own."""
+        local = self._open()
+        total = local.reader.stats.snapshot()
+        if local.in_worker:
+            return DatasetStats(total, total)
+        total = total + self._worker_stats.total()
+        mark = self._iteration_mark
+        return DatasetStats(total, total if mark is None else total - mark)
 
     def __len__(self) -> int:
         return len(self._open().reader)
@@ -272,6 +293,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             return arrays
 
         by_source, ring_block = read_tensors(read, local.source)
+        if local.in_worker:
+            self._worker_stats.publish(reader.stats)
         tensors = {key: by_source[name] for key, name in self._sources().items() if name in by_source}
         # A worker's ring (the only source that carries anything) carries its block.
         block = cast("_Block | None", ring_block)

@@ -1,0 +1,48 @@
+"""The stages a read's time is accounted to, and how a `ReadStats` holds them.
+
+The core times each batch's threads stage by stage (csrc/base/stage_clock.h)
+and hands the seconds over once a batch, into one float64 array a reader's
+stats keep: a single call, under the GIL, whatever the number of stages. The
+last stage, "python", is the time of `read()` as Python measured it, less
+the core's own: checking arguments, allocating rows, planning which shard
+holds each record, and any record the Python fallback reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+#: In the order the core's array holds them (``_native.STAGES``).
+STAGES: tuple[str, ...] = ("plan", "wait", "hash", "decompress", "parse", "copy", "python")
+
+#: What each stage is, in the words the docs and the diagnosis use.
+STAGE_MEANINGS: Mapping[str, str] = {
+    "plan": "planning the batch (grouping records by shard and chunk, opening shards first touched)",
+    "wait": "waiting for bytes (page faults and reads of local files, requests in flight, the node "
+    "cache; a verified copy out of a mapping hashes as it copies, and counts here)",
+    "hash": "checking hashes",
+    "decompress": "decompressing",
+    "parse": "parsing chunk, record headers and descriptors",
+    "copy": "copying into the batch's rows",
+    "python": "Python around the native read",
+}
+
+
+def zeros() -> np.ndarray:
+    """A fresh array of seconds, one per stage."""
+    return np.zeros(len(STAGES), dtype=np.float64)
+
+
+def as_mapping(seconds: np.ndarray) -> dict[str, float]:
+    """Stage name -> seconds."""
+    return {name: float(value) for name, value in zip(STAGES, seconds.tolist(), strict=True)}
+
+
+def from_mapping(seconds: Mapping[str, float]) -> np.ndarray:
+    """The array form of a mapping of stage name to seconds; unknown names are refused."""
+    unknown = set(seconds) - set(STAGES)
+    if unknown:
+        raise ValueError(f"unknown stages {sorted(unknown)}; the stages are {', '.join(STAGES)}")
+    return np.asarray([float(seconds.get(name, 0.0)) for name in STAGES], dtype=np.float64)
