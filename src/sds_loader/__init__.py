@@ -10,6 +10,8 @@ from sds_loader.errors import (
     UnknownNameError,
     UnsafePathError,
 )
+from sds_loader.input_report import InputReport
+from sds_loader.input_watch import InputWatch
 from sds_loader.read_stats import ReadStats
 from sds_loader.reader import BatchReader
 from sds_loader.windows import Window
@@ -19,6 +21,8 @@ __all__ = [
     "BatchReader",
     "CorruptShardError",
     "DatasetNotFoundError",
+    "InputReport",
+    "InputWatch",
     "MixedShapesError",
     "ReadStats",
     "TargetError",

@@ -10,7 +10,9 @@ holds each record, and any record the Python fallback reads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -46,3 +48,46 @@ def from_mapping(seconds: Mapping[str, float]) -> np.ndarray:
     if unknown:
         raise ValueError(f"unknown stages {sorted(unknown)}; the stages are {', '.join(STAGES)}")
     return np.asarray([float(seconds.get(name, 0.0)) for name in STAGES], dtype=np.float64)
+
+
+#: Overrides the default sampling (one run in how many is timed stage by stage; 0: none).
+SAMPLING_ENV = "SDS_LOADER_STAGE_SAMPLING"
+#: One run of a batch in this many is timed stage by stage (see docs/performance.md).
+DEFAULT_SAMPLING = 1
+
+
+def _sampling_from_env() -> int:
+    text = os.environ.get(SAMPLING_ENV)
+    if text is None or text == "":
+        return DEFAULT_SAMPLING
+    try:
+        every = int(text)
+    except ValueError:
+        every = -1
+    if every < 0:
+        raise ValueError(
+            f"{SAMPLING_ENV}={text!r}: give how many runs of a batch there are to each one timed "
+            "stage by stage (1: every run), or 0 for no stage times"
+        )
+    return every
+
+
+_sampling = _sampling_from_env()
+
+
+def sampling() -> int:
+    """One run in how many the readers made from now on in this process time stage by stage."""
+    return _sampling
+
+
+@contextmanager
+def sampled_every(every: int) -> Iterator[None]:
+    """Readers whose process state is made inside time one run in `every` (0: no stage times)."""
+    global _sampling
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise ValueError(f"every must be a non-negative integer, not {every!r}")
+    before, _sampling = _sampling, every
+    try:
+        yield
+    finally:
+        _sampling = before

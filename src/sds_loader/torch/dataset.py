@@ -30,6 +30,7 @@ from sds_loader.storage.stores import portable
 from sds_loader.torch.batch import Batch
 from sds_loader.torch.buffers import BufferSource, PagePool, PinnedSource, read_tensors
 from sds_loader.torch.extras import Kind, extra_kinds
+from sds_loader.torch.profiling import read_batch_range
 from sds_loader.torch.ring import DEFAULT_BLOCKS, WorkerRing, _Block
 from sds_loader.torch.shared_epoch import SharedEpoch
 from sds_loader.torch.worker_stats import DatasetStats, WorkerStatsBoard
@@ -256,12 +257,13 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         worker the dataset started, persistent or not, forked or spawned: in `total`, and
         since the last `set_epoch` in `iteration`. In a worker: that worker's own."""
         local = self._open()
-        total = local.reader.stats.snapshot()
+        own = local.reader.stats.snapshot()
         if local.in_worker:
-            return DatasetStats(total, total)
-        total = total + self._worker_stats.total()
+            return DatasetStats(own, own, ReadStats())
+        workers = self._worker_stats.total()
+        total = own + workers
         mark = self._iteration_mark
-        return DatasetStats(total, total if mark is None else total - mark)
+        return DatasetStats(total, total if mark is None else total - mark, workers)
 
     def __len__(self) -> int:
         return len(self._open().reader)
@@ -292,7 +294,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
                 ids.append(arrays.pop("id").tolist())
             return arrays
 
-        by_source, ring_block = read_tensors(read, local.source)
+        with read_batch_range():
+            by_source, ring_block = read_tensors(read, local.source)
         if local.in_worker:
             self._worker_stats.publish(reader.stats)
         tensors = {key: by_source[name] for key, name in self._sources().items() if name in by_source}

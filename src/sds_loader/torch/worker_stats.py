@@ -135,3 +135,5 @@ class DatasetStats:
     total: ReadStats
     #: Since the last `set_epoch` (or the dataset's making, before any).
     iteration: ReadStats
+    #: The DataLoader workers' part of `total` (the rest is this process's).
+    workers: ReadStats
