@@ -11,16 +11,18 @@ is recorded: one check of torch's flag a batch.
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager
+from contextlib import AbstractContextManager
 
 import torch
+from torch._C import _autograd
 
 #: The range every batch read of SDSTorchDataset appears as.
 READ_BATCH = "sds_loader.read_batch"
 
 
-def read_batch_range() -> ContextManager[object]:
+def read_batch_range() -> AbstractContextManager[object]:
     """A `record_function` range for one batch read while a profiler runs; else nothing."""
-    if torch.autograd._profiler_enabled():
+    # torch.autograd._profiler_enabled, as torch's own record_function checks it.
+    if _autograd._profiler_enabled():
         return torch.profiler.record_function(READ_BATCH)
     return contextlib.nullcontext()
