@@ -64,6 +64,10 @@ def _remedy(stage: str, reads: ReadStats, in_workers: bool) -> str:
     return f"It is CPU work in the reader: {more} share it out"
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{1e3 * seconds:.1f} ms"
+
+
 def _dominant(reads: ReadStats) -> tuple[str, float, float]:
     """(stage, its share of the reads' time, the reads' total seconds)."""
     seconds = reads.stage_seconds
@@ -129,7 +133,7 @@ def diagnose(
     in_workers = worker_seconds > total / 2
     where = "the DataLoader workers" if in_workers else "the training process itself (no workers)"
     words.append(
-        f"The reads took {total:.2f} s in {where}, {100 * stage_share:.0f}% of it "
+        f"The reads took {_duration(total)} in {where}, {100 * stage_share:.0f}% of it "
         f"{STAGE_MEANINGS[stage].split(' (')[0]}."
     )
     words.append(_remedy(stage, reads, in_workers) + ".")

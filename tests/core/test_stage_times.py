@@ -39,7 +39,9 @@ def zstd_root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def plain_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("stages") / "plain"
-    write_dataset(root, RECORDS, big_capture, records_per_shard=16, writer_options="group_size:1,uncompressed")
+    write_dataset(
+        root, RECORDS, big_capture, records_per_shard=16, writer_options="group_size:1,uncompressed"
+    )
     return str(root)
 
 
