@@ -47,9 +47,10 @@ def _remedy(stage: str, reads: ReadStats, in_workers: bool) -> str:
                 "hide the round trips, and ShardAwareSampler reads whole chunks a shard at a time"
             )
         return (
-            "The shards are read from disk rather than the page cache: ShardAwareSampler "
-            "shuffles a few shards at a time so that each chunk is read once, and more workers "
-            "keep more reads in flight"
+            "On local shards that is the copy out of the page cache and its page faults, or the "
+            "disk itself where the shards are not cached: for data colder than memory, "
+            "ShardAwareSampler shuffles a few shards at a time so that each chunk is read once; "
+            f"either way, {more} keep more of it going at once"
         )
     if stage == "hash":
         return (
