@@ -136,8 +136,13 @@ void DecodeTimedRun(const Run& run, const FileRange* fetched, const Batch& batch
               scratch);
     return;
   }
-  stages->clock.Charge();
-  const StageTimes before = stages->clock.times();
+  // With every run timed nothing is shared out, and what a run took need not be told apart.
+  const bool apart = stages->sample_every > 1;
+  StageTimes before;
+  if (apart) {
+    stages->clock.Charge();
+    before = stages->clock.times();
+  }
   scratch->clock = &stages->clock;
   scratch->record_scratch.clock = &stages->clock;
   struct Untime {
@@ -146,6 +151,7 @@ void DecodeTimedRun(const Run& run, const FileRange* fetched, const Batch& batch
   } untime{scratch};
   DecodeRun(run, fetched, *batch.layout, batch.ordinals, batch.verify, batch.needs_fallback,
             scratch);
+  if (!apart) return;
   stages->clock.Charge();
   for (size_t s = 0; s < kStages; ++s) {
     stages->sampled.ticks[s] += stages->clock.times().ticks[s] - before.ticks[s];

@@ -173,7 +173,6 @@ uint64_t DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayo
       Fail(ErrorKind::kSchemaMismatch, "has no field \"" + layout.fields[f].name + "\"");
     }
   }
-  const StageScope parsing(scratch->clock, layout.targets.empty() ? Stage::kCopy : Stage::kParse);
   for (const TargetSlot& target : layout.targets) {
     const TargetValue value = MetadataTarget(scratch->described, target.key, target.kind);
     if (target.kind == 'i') {

@@ -123,13 +123,18 @@ def test_snapshots_freeze_subtract_and_add(zstd_root):
         first - 1  # type: ignore[operator]
 
 
-def test_sampled_runs_still_account_every_second(zstd_root):
-    with stage_times.sampled_every(4):
+@pytest.mark.parametrize("every", [1, 3])
+def test_timing_every_run_or_some_accounts_every_second(zstd_root, every):
+    assert stage_times.sampling() == stage_times.DEFAULT_SAMPLING > 1
+    with stage_times.sampled_every(every):
         reader = sds_loader.BatchReader(zstd_root, threads=1)
-    assert reader._process().native.stage_sampling == 4
+    assert reader._process().native.stage_sampling == every
     spent, wall = timed_reads(reader)
     assert sum(spent.stage_seconds.values()) == pytest.approx(wall, rel=0.10)
     assert spent.stage_seconds["decompress"] == max(spent.stage_seconds.values())
+
+
+def test_untimed_reads_have_only_pythons_time(zstd_root):
     with stage_times.sampled_every(0):
         untimed = sds_loader.BatchReader(zstd_root, threads=1)
     seconds = timed_reads(untimed)[0].stage_seconds
