@@ -151,3 +151,19 @@ def test_a_bad_sampling_setting_names_the_variable():
     with pytest.raises(ValueError, match="non-negative"):
         with stage_times.sampled_every(-1):
             pass
+
+
+def test_a_read_from_object_storage_waits_for_its_bytes(tmp_path, rclone_server):
+    from s3_fixtures import upload_dataset
+
+    write_dataset(tmp_path, 24, big_capture, records_per_shard=8)
+    uri = upload_dataset(rclone_server, tmp_path, "stage-times")
+    with stage_times.sampled_every(1):
+        reader = sds_loader.BatchReader(uri, threads=1, requests_in_flight=2)
+    before = reader.stats.snapshot()
+    reader.read(np.arange(0, 24, 2))
+    spent = reader.stats.snapshot() - before
+    assert spent.fetched_bytes > 0 and spent.native_records == 12
+    seconds = spent.stage_seconds
+    # Requests in flight to a server on this machine: waited for, not computed.
+    assert seconds["wait"] > 0 and seconds["decompress"] > 0, seconds
