@@ -465,6 +465,7 @@ class BatchReader:
         try:
             self._read_into(ordinals, schema, arrays, row_starts, batches=1, started=started)
         except SchemaMismatch:
+            started = time.perf_counter()  # the failed read's time is counted already
             self.stats._add(schema_retries=1)
             schema = self._uniform_schema(ordinals)
             arrays = buffers(schema)
