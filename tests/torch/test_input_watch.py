@@ -32,7 +32,8 @@ def small_root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def large_zstd_root(tmp_path_factory):
     path = tmp_path_factory.mktemp("watch") / "large"
-    write_dataset(path, 64, lambda k: capture(k, samples=8192), records_per_shard=16)
+    # Enough batches that the batch buffers are reused: the first ones fault in fresh pages.
+    write_dataset(path, 128, lambda k: capture(k, samples=8192), records_per_shard=32)
     return str(path)
 
 
@@ -58,7 +59,7 @@ def test_a_loader_slowed_on_purpose_is_input_bound_on_decompression(large_zstd_r
     for _ in watch:
         time.sleep(0.001)
     report = watch.report()
-    assert report.steps == 4
+    assert report.steps == 8
     assert report.wait_share > 2 * INPUT_BOUND_SHARE, report
     text = report.diagnosis()
     assert "It is input-bound." in text, text

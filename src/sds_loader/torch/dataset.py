@@ -182,9 +182,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             )
             local = _ProcessLocal(pid, reader, self._buffer_source(in_worker), in_worker)
             self._local = local
-            info = _get_worker_info()
-            if info is not None:
-                self._worker_stats.claim(info.id, reader.stats)
+            if in_worker:
+                self._worker_stats.claim(getattr(_get_worker_info(), "id", 0), reader.stats)
         return local
 
     def _buffer_source(self, in_worker: bool) -> BufferSource:
@@ -407,7 +406,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         straight into it, labels and per-row annotation values are copied in
         after. Returns the ragged keys (items, offsets, ids) as read.
         """
-        reader = self._open().reader
+        local = self._open()
+        reader = local.reader
         sources = self._sources()
         extra = self._extra_sources()
         arrays = reader.read(
@@ -415,6 +415,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             out={sources[key]: array for key, array in out.items() if key not in extra},
             starts=self._starts(reader, indices),
         )
+        if local.in_worker:  # a Mixture's member, read in a worker
+            self._worker_stats.publish(reader.stats)
         ragged: dict[str, object] = {}
         for key, name in extra.items():
             if key in out:
