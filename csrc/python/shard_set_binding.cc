@@ -237,6 +237,24 @@ py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
   return needs_fallback;
 }
 
+// Adds the stage seconds of `set`'s reads since the last call into `out`
+// (one float64 per stage, then Python's), Python's being `python_wall`, the
+// reads' time as Python measured it, less the core's own. With the GIL held
+// throughout, another thread's addition cannot interleave.
+void AddStageSeconds(sdsl::ShardSet& set, py::array_t<double, 0>& out, double python_wall) {
+  if (out.ndim() != 1 || static_cast<size_t>(out.size()) != sdsl::kStages + 1 || !out.writeable() ||
+      out.strides(0) != sizeof(double)) {
+    throw py::value_error("stage seconds go into a writable float64 array of " +
+                          std::to_string(sdsl::kStages + 1) + " entries");
+  }
+  uint64_t wall = 0;
+  const sdsl::StageTimes times = set.TakeStageTimes(&wall);
+  const double per_tick = sdsl::SecondsPerTick();
+  double* seconds = out.mutable_data();
+  for (size_t s = 0; s < sdsl::kStages; ++s) seconds[s] += times.ticks[s] * per_tick;
+  seconds[sdsl::kStages] += python_wall - wall * per_tick;
+}
+
 py::object Probe(sdsl::ShardSet& set, size_t file, uint64_t shard_record, int64_t ordinal) {
   sdsl::RecordProbe probe;
   {
@@ -268,6 +286,11 @@ sdsl::Verify VerifyArg(const py::handle& value) {
 }
 
 void BindShardSet(py::module_& m) {
+  py::tuple stages(sdsl::kStages + 1);
+  for (size_t s = 0; s < sdsl::kStages; ++s) stages[s] = py::str(sdsl::StageName(s));
+  stages[sdsl::kStages] = py::str("python");
+  m.attr("STAGES") = stages;
+
   py::class_<LayoutSpec>(m, "BatchLayout",
                          "What one batch looks like, described once per schema: its fields "
                          "and targets, in the order a read fills them.")
@@ -324,6 +347,13 @@ void BindShardSet(py::module_& m) {
                     &sdsl::ShardSet::set_work_per_helper,
                     "Work (uncompressed bytes; compressed count 4x) a warm batch needs for each "
                     "helper thread it wakes; 0 wakes every helper `threads` allows.")
+      .def_property("stage_sampling", &sdsl::ShardSet::stage_sampling,
+                    &sdsl::ShardSet::set_stage_sampling,
+                    "One run of a batch in this many is timed stage by stage (its thread's other "
+                    "runs shared out as those were); 0 times no stage at all.")
+      .def("add_stage_seconds", &AddStageSeconds, py::arg("out"), py::arg("python_wall"),
+           "Adds the stage seconds of the reads since the last call into `out` (float64, one "
+           "per name of STAGES), Python's as `python_wall` less the core's time.")
       .def_property_readonly("helped_batches", &sdsl::ShardSet::helped_batches,
                              "Batches in which a helper thread decoded at least one run.")
       .def(

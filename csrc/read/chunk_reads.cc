@@ -115,6 +115,9 @@ void Fetch(const ShardFile& file, uint64_t offset, uint64_t size, const WorkerSc
            std::vector<RangeRequest>& requests, const std::vector<uint8_t>* hashed = nullptr,
            ChunkHasher* hasher = nullptr) {
   file.CheckRange(offset, size);
+  // A verified copy out of a mapping hashes as it copies: its hash is waited
+  // for with its bytes, in the one pass.
+  const StageScope waiting(scratch.clock, Stage::kWait);
   if (hasher != nullptr) {
     file.source().FetchHashing(requests.data(), requests.size(), scratch.fetch_plan, hashed->data(),
                                hasher);
@@ -176,6 +179,7 @@ bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
   routes.clear();
   bool sized = false;
   if (chunk->header.type == kSimpleChunk && in_head > 0) {
+    const StageScope parsing(scratch->clock, Stage::kParse);
     const uint64_t needed = PlanRoutes(chunk->data.spans[0].data, in_head, chunk->header, wanted,
                                        layout, keys, scratch, parsed, &sized);
     // Next time, read as far as this chunk's records' headers reached.
@@ -191,6 +195,7 @@ bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
   // piece by piece as each is copied (from a mapping, in the same pass).
   ChunkHasher hasher;
   if (verify) {
+    const StageScope hashing(scratch->clock, Stage::kHash);
     for (const ByteSpan& span : chunk->data.spans) hasher.Append(span.data, span.size);
   }
 
@@ -254,6 +259,7 @@ bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
     Fetch(file, head_end, rest_end - head_end, *scratch, requests, &hashed,
           verify ? &hasher : nullptr);
     if (verify) {
+      const StageScope hashing(scratch->clock, Stage::kHash);
       uint64_t position = first_rest_header;
       for (const uint8_t* header = headers_begin; header + kBlockHeaderSize <= headers_end;
            header += kBlockHeaderSize, position += kBlockSize) {
@@ -275,7 +281,10 @@ bool ReadChunkIntoRows(const ShardFile& file, uint64_t begin, uint64_t limit, bo
             std::to_string(chunk->data.total) + " of its " + std::to_string(data_size) +
             " data bytes");
   }
-  if (verify) CheckChunkDataHash(*chunk, hasher.Finish());
+  if (verify) {
+    const StageScope hashing(scratch->clock, Stage::kHash);
+    CheckChunkDataHash(*chunk, hasher.Finish());
+  }
   return sized;
 }
 

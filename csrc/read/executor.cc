@@ -97,8 +97,70 @@ bool ReadsItself(const Run& run, const Batch& batch, bool local, bool gathering)
   RethrowForRecord(run, run.chunks.front().records.front(), batch.ordinals, error);
 }
 
+// One thread's stage times in one batch: its clock, and what the runs timed
+// stage by stage took, to share out the time of the runs that were not.
+struct ThreadStages {
+  StageClock clock;
+  StageTimes sampled;
+  uint32_t sample_every = 1;
+  uint32_t runs_seen = 0;
+
+  // The thread's time by stage: the untimed runs' (what kCopy holds beyond
+  // the timed runs' share of it) in the timed runs' proportions.
+  StageTimes Finish() {
+    clock.Charge();
+    StageTimes times = clock.times();
+    const uint64_t timed = sampled.Sum();
+    if (sample_every <= 1 || timed == 0 || times[Stage::kCopy] <= sampled[Stage::kCopy]) {
+      return times;
+    }
+    const uint64_t rest = times[Stage::kCopy] - sampled[Stage::kCopy];
+    times[Stage::kCopy] = sampled[Stage::kCopy];
+    uint64_t shared = 0;
+    for (size_t s = 0; s < kStages; ++s) {
+      const uint64_t share =
+          static_cast<uint64_t>(static_cast<unsigned __int128>(rest) * sampled.ticks[s] / timed);
+      times.ticks[s] += share;
+      shared += share;
+    }
+    times[Stage::kCopy] += rest - shared;  // what rounding left
+    return times;
+  }
+};
+
+// Decodes one run, timed stage by stage when its turn comes.
+void DecodeTimedRun(const Run& run, const FileRange* fetched, const Batch& batch,
+                    WorkerScratch* scratch, ThreadStages* stages) {
+  if (stages == nullptr || stages->runs_seen++ % stages->sample_every != 0) {
+    DecodeRun(run, fetched, *batch.layout, batch.ordinals, batch.verify, batch.needs_fallback,
+              scratch);
+    return;
+  }
+  // With every run timed nothing is shared out, and what a run took need not be told apart.
+  const bool apart = stages->sample_every > 1;
+  StageTimes before;
+  if (apart) {
+    stages->clock.Charge();
+    before = stages->clock.times();
+  }
+  scratch->clock = &stages->clock;
+  scratch->record_scratch.clock = &stages->clock;
+  struct Untime {
+    WorkerScratch* scratch;
+    ~Untime() { scratch->clock = scratch->record_scratch.clock = nullptr; }
+  } untime{scratch};
+  DecodeRun(run, fetched, *batch.layout, batch.ordinals, batch.verify, batch.needs_fallback,
+            scratch);
+  if (!apart) return;
+  stages->clock.Charge();
+  for (size_t s = 0; s < kStages; ++s) {
+    stages->sampled.ticks[s] += stages->clock.times().ticks[s] - before.ticks[s];
+  }
+}
+
 void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const FetchPlan& plan,
-                    const Batch& batch, ShardSource& source, WorkerScratch* scratch) {
+                    const Batch& batch, ShardSource& source, WorkerScratch* scratch,
+                    ThreadStages* stages) {
   // A local source reads back-to-back requests into several buffers as one
   // range (preadv): each run is fetched with its block headers set aside
   // (FileRange::block_headers), so that a chunk's data lies in one piece and
@@ -163,6 +225,7 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
   assert(data == scratch->file_bytes.data() + data_bytes);
   assert(headers == scratch->run_block_headers.data() + header_bytes);
   try {
+    const StageScope waiting(stages != nullptr ? &stages->clock : nullptr, Stage::kWait);
     if (!requests.empty()) source.Fetch(requests.data(), requests.size(), plan);
   } catch (const ReaderError& error) {
     if (requested.size() == 1) FetchFailed(runs[requested[0].first], batch, error);
@@ -179,16 +242,19 @@ void FetchAndDecode(const std::vector<Run>& runs, const Slice& slice, const Fetc
   }
   for (size_t r = slice.first; r < slice.last; ++r) {
     const RunFetch& fetch = fetches[r - slice.first];
-    DecodeRun(runs[r], fetch.fetched ? &fetch.bytes : nullptr, *batch.layout, batch.ordinals,
-              batch.verify, batch.needs_fallback, scratch);
+    DecodeTimedRun(runs[r], fetch.fetched ? &fetch.bytes : nullptr, batch, scratch, stages);
   }
 }
 
 }  // namespace
 
 size_t ExecuteRuns(const std::vector<Run>& runs, const Batch& batch, ShardSource& source,
-                   ScratchPool& scratch_pool, WorkerPool& workers, uint64_t work_per_helper) {
+                   ScratchPool& scratch_pool, WorkerPool& workers, uint64_t work_per_helper,
+                   StageTotals* stage_totals, uint32_t sample_every) {
   if (runs.empty()) return 0;
+  if (sample_every == 0) stage_totals = nullptr;
+  StageClock planning;
+  if (stage_totals != nullptr) planning.Start(Stage::kPlan);
   const size_t parallel = std::min<size_t>(std::max(batch.threads, 1), runs.size());
   std::vector<RangeRequest> ranges;
   ranges.reserve(runs.size());
@@ -211,7 +277,17 @@ size_t ExecuteRuns(const std::vector<Run>& runs, const Batch& batch, ShardSource
   std::mutex error_mutex;
   const std::thread::id caller = std::this_thread::get_id();
   std::atomic<size_t> helped_runs{0};
+  if (stage_totals != nullptr) {
+    planning.Charge();
+    stage_totals->Add(planning.times());
+  }
   const std::function<void()> worker = [&]() {
+    ThreadStages thread_stages;
+    ThreadStages* stages = stage_totals != nullptr ? &thread_stages : nullptr;
+    if (stages != nullptr) {
+      thread_stages.sample_every = sample_every;
+      thread_stages.clock.Start(Stage::kCopy);
+    }
     std::unique_ptr<WorkerScratch> scratch;
     const bool helper = std::this_thread::get_id() != caller;
     size_t helped = 0;
@@ -220,7 +296,7 @@ size_t ExecuteRuns(const std::vector<Run>& runs, const Batch& batch, ShardSource
       // Runs that read themselves fetch through the scratch: they follow this batch's plan.
       scratch->fetch_plan = plan;
       for (size_t s = next_slice++; s < slices.size() && !failed; s = next_slice++) {
-        FetchAndDecode(runs, slices[s], plan, batch, source, scratch.get());
+        FetchAndDecode(runs, slices[s], plan, batch, source, scratch.get(), stages);
         if (helper) helped += slices[s].last - slices[s].first;
       }
     } catch (...) {
@@ -233,6 +309,7 @@ size_t ExecuteRuns(const std::vector<Run>& runs, const Batch& batch, ShardSource
       scratch->fetch_plan = FetchPlan{};
       scratch_pool.Release(std::move(scratch));
     }
+    if (stages != nullptr) stage_totals->Add(thread_stages.Finish());
   };
   workers.Run(helpers, worker);
   if (first_error) std::rethrow_exception(first_error);

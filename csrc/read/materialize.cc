@@ -34,7 +34,11 @@ void MaterializeValues(const SimpleChunk& parsed, WorkerScratch* scratch, const 
   if (parsed.compression == kNoCompression) {
     scratch->values.resize(static_cast<size_t>(parsed.decoded_size));
     CopyFromPieces(parsed.values, 0, parsed.decoded_size, scratch->values.data());
-  } else if (StreamsZstd(parsed)) {
+    *values = scratch->values.data();
+    return;
+  }
+  const StageScope decompressing(scratch->clock, Stage::kDecompress);
+  if (StreamsZstd(parsed)) {
     scratch->values.resize(static_cast<size_t>(parsed.decoded_size));
     ZstdStream stream(scratch->zstd, parsed.values, parsed.decoded_size, &scratch->discard);
     stream.Read(scratch->values.data(), parsed.decoded_size);

@@ -99,7 +99,11 @@ uint64_t ReadHeader(ValueStream& stream, uint64_t record_size, RecordScratch* sc
 uint64_t DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayout& layout,
                       const std::vector<std::string>& keys, bool hinted, size_t row,
                       RecordScratch* scratch, bool stop_after_fields) {
-  const uint64_t data_size = ReadHeader(stream, record_size, scratch);
+  uint64_t data_size;
+  {
+    const StageScope parsing(scratch->clock, Stage::kParse);
+    data_size = ReadHeader(stream, record_size, scratch);
+  }
   const SafeTensorsHeader& parsed = scratch->parsed;
   // Every field's tensor must exist with the batch's dtype and shape before a
   // byte of it is written.
@@ -149,6 +153,7 @@ uint64_t DecodeRecord(ValueStream& stream, uint64_t record_size, const BatchLayo
         stream.Skip(size - runs.end());
       }
     } else if (tensor.key == kDescriptorTensor) {
+      const StageScope parsing(scratch->clock, Stage::kParse);
       scratch->descriptor.resize(static_cast<size_t>(size));
       stream.Read(scratch->descriptor.data(), size);
       ParseDescriptor(scratch->descriptor.data(), size, &scratch->described);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/stage_clock.h"
 #include "container/value_stream.h"
 #include "read/window_plan.h"
 #include "record/record_descriptor.h"
@@ -49,6 +50,8 @@ struct ParsedHeader {
 };
 
 struct RecordScratch {
+  // The timed run's clock, as WorkerScratch::clock (null: not timed).
+  StageClock* clock = nullptr;
   std::vector<uint8_t> header;
   // Records of one dataset usually share a header byte for byte; the last
   // one parsed is kept so that an identical header is not parsed again.

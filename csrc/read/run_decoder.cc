@@ -110,10 +110,13 @@ void DecodeWantedRecords(const Chunk& chunk, const ShardIndex& index, const Want
   // Kept in scratch, as the chunk is: a run of one short record must not
   // allocate its chunk's structures afresh.
   SimpleChunk& parsed = scratch->parsed;
-  if (sized) {
-    FinishSimpleChunk(chunk, &parsed);
-  } else {
-    ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
+  {
+    const StageScope parsing(scratch->clock, Stage::kParse);
+    if (sized) {
+      FinishSimpleChunk(chunk, &parsed);
+    } else {
+      ParseSimpleChunk(chunk, UINT64_MAX, &scratch->sizes, &parsed);
+    }
   }
   // Two pointers, which std::function holds without allocating (three
   // did not: a malloc per chunk).
@@ -174,8 +177,12 @@ void DecodeRunOnce(const Run& run, const FileRange* fetched, const BatchLayout& 
     for (const WantedChunk& wanted : run.chunks) {
       current = &wanted.records.front();
       const bool check = ChecksChunk(verify, shard.verified, wanted.chunk);
-      ReadChunk(*fetched, index.chunk_offsets[wanted.chunk], index.ChunkLimit(wanted.chunk), check,
-                &chunk);
+      {
+        // The chunk's framing is walked either way; its hash, the cost, only when checked.
+        const StageScope framing(scratch->clock, check ? Stage::kHash : Stage::kParse);
+        ReadChunk(*fetched, index.chunk_offsets[wanted.chunk], index.ChunkLimit(wanted.chunk),
+                  check, &chunk);
+      }
       if (check) shard.verified.Mark(wanted.chunk);
       DecodeWantedRecords(chunk, index, wanted, layout, &keys, needs_fallback, scratch, &current);
     }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/fork_guard.h"
+#include "base/stage_clock.h"
 #include "container/riegeli_layout.h"
 #include "container/simple_chunk.h"
 #include "read/record_decoder.h"
@@ -61,6 +62,9 @@ struct WorkerScratch {
   std::vector<std::pair<size_t, size_t>> requested_runs;  // executor.cc: (run, its first request)
   // How the batch this scratch serves fetches; the plainest outside a batch.
   FetchPlan fetch_plan;
+  // The clock of the run being decoded, when it is timed stage by stage
+  // (executor.cc); null otherwise, and outside a batch.
+  StageClock* clock = nullptr;
   std::vector<uint8_t> block_headers;  // of the bytes in file_bytes, read beside them
   std::vector<MutableSpan> read_pieces;
   // Reading uncompressed chunks straight into rows: each chunk's first bytes,

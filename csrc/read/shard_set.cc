@@ -19,6 +19,15 @@ ShardSet::ShardSet(std::unique_ptr<ShardSource> source, Verify verify,
 
 void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
                     size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback) {
+  // The wall time is counted whether the read succeeds or not, as its threads' time is.
+  struct Wall {
+    StageTotals& totals;
+    uint64_t started;
+    ~Wall() { totals.AddWall(StageTicks() - started); }
+  } wall{stages_, StageTicks()};
+  const uint32_t sampling = stage_sampling();
+  StageClock planning;
+  if (sampling > 0) planning.Start(Stage::kPlan);
   std::memset(needs_fallback, 0, count);
   const Batch batch{files,   shard_records, ordinals, count,
                     &layout, verify_,       threads,  needs_fallback};
@@ -33,7 +42,12 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
       renewed = run.shard;
     }
   }
-  if (ExecuteRuns(plan.runs, batch, *source_, scratch_, workers_, work_per_helper_) > 0) {
+  if (sampling > 0) {
+    planning.Charge();
+    stages_.Add(planning.times());
+  }
+  if (ExecuteRuns(plan.runs, batch, *source_, scratch_, workers_, work_per_helper_,
+                  sampling > 0 ? &stages_ : nullptr, sampling) > 0) {
     helped_batches_.fetch_add(1, std::memory_order_relaxed);
   }
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/stage_clock.h"
 #include "base/task_thread.h"
 #include "base/worker_pool.h"
 #include "read/batch_plan.h"
@@ -38,6 +39,9 @@ class ShardSet {
   ShardSet(std::unique_ptr<ShardSource> source, Verify verify,
            std::vector<int64_t> declared_sizes = {});
 
+  // Runs of a batch timed stage by stage, one in this many (see ExecuteRuns).
+  static constexpr uint32_t kDefaultStageSampling = 1;
+
   // Reads one batch into `layout`'s rows. Rows whose shard this core cannot
   // decode get needs_fallback[row] = 1 and are left untouched.
   void Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
@@ -61,6 +65,15 @@ class ShardSet {
   bool WaitForAnnouncements(double seconds);
 
   ~ShardSet();
+
+  // The stage times of the reads since the last call, summed over their
+  // threads, and in `wall` the reads' own time (summed over the calls).
+  StageTimes TakeStageTimes(uint64_t* wall) { return stages_.Take(wall); }
+  // One run in this many is timed stage by stage; 0 times nothing.
+  uint32_t stage_sampling() const { return stage_sampling_.load(std::memory_order_relaxed); }
+  void set_stage_sampling(uint32_t every) {
+    stage_sampling_.store(every, std::memory_order_relaxed);
+  }
 
   size_t num_files() const { return shards_.num_files(); }
   // Decode threads started by this reader in this process (the caller's not
@@ -95,6 +108,8 @@ class ShardSet {
   WorkerPool workers_;
   uint64_t work_per_helper_ = kDefaultWorkPerHelper;
   std::atomic<uint64_t> helped_batches_{0};
+  StageTotals stages_;
+  std::atomic<uint32_t> stage_sampling_{kDefaultStageSampling};
   // Set when the set is destroyed: announcements still queued are dropped.
   std::atomic<bool> stopping_{false};
   // Last: destroyed first, so that no announcement outlives what it uses.

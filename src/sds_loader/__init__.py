@@ -11,6 +11,8 @@ from sds_loader.errors import (
     UnknownNameError,
     UnsafePathError,
 )
+from sds_loader.input_report import InputReport
+from sds_loader.input_watch import InputWatch
 from sds_loader.read_stats import ReadStats
 from sds_loader.reader import BatchReader
 from sds_loader.windows import Window
@@ -21,6 +23,8 @@ __all__ = [
     "Boundaries",
     "CorruptShardError",
     "DatasetNotFoundError",
+    "InputReport",
+    "InputWatch",
     "MixedShapesError",
     "ReadStats",
     "TargetError",

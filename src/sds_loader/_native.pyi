@@ -165,7 +165,16 @@ class ShardSet:
     def work_per_helper(self, value: int, /) -> None: ...
     @property
     def helped_batches(self) -> int: ...
+    @property
+    def stage_sampling(self) -> int: ...
+    @stage_sampling.setter
+    def stage_sampling(self, value: int, /) -> None: ...
+    def add_stage_seconds(self, out: npt.NDArray[np.float64], python_wall: float) -> None:
+        """Adds the stage seconds since the last call into `out`, one per name of STAGES."""
     def wait_announcements(self, seconds: float) -> bool: ...
+
+#: The stages a read's time is accounted to: the core's, then "python".
+STAGES: tuple[str, ...]
 
 def record_bytes(
     shard_set: ShardSet, verify: bool | str, files: npt.ArrayLike, records: npt.ArrayLike

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from signal_dataset.storage import ObjectStore
 
+from sds_loader import stage_times
 from sds_loader.annotations import AnnotationSource
 from sds_loader.checksums import VerifyChecksums, verifies_every_read
 from sds_loader.dataset import ShardTable, native_unavailable_reason, open_dataset, shard_table
@@ -65,6 +66,7 @@ class ProcessState:
                 self.dataset, self.table.paths, requests_in_flight=requests_in_flight
             )
             self.native = self.table.native(verify_checksums, max_open_files, self.source)
+            self.native.stage_sampling = stage_times.sampling()
         self._verify = verify_checksums
         self._max_open_files = max_open_files
         self._metadata: MetadataShards | None = None

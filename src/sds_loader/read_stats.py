@@ -5,13 +5,22 @@ say), and ``stats.x += n`` is a read and a write, so every update holds one
 lock. It is the process's, not each reader's: a count is a few additions, and
 one lock a batch is what a batch of a few short records can afford (tens of
 microseconds a batch, of which each update costs one or two).
+
+Beside the counts, the seconds each stage of the reads took (`stage_seconds`,
+see `sds_loader.stage_times`); `snapshot()` freezes both, and two snapshots
+subtract (what a span of reads did) or add (two processes' reads).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sds_loader import stage_times
 
 _LOCK = threading.Lock()
 
@@ -52,8 +61,41 @@ class ReadStats:
     cache_hits: int = 0
     cache_misses: int = 0
     cache_hit_bytes: int = 0
+    #: Seconds per stage (`stage_times.STAGES`), summed over the threads that read.
+    _stage: np.ndarray = field(default_factory=stage_times.zeros, repr=False, compare=False)
+
+    @property
+    def stage_seconds(self) -> dict[str, float]:
+        """Seconds the reads spent in each stage, summed over their threads: the core's
+        ("plan", "wait", "hash", "decompress", "parse", "copy") and "python"."""
+        return stage_times.as_mapping(self._stage)
+
+    def snapshot(self) -> ReadStats:
+        """A copy of the counts and stage times as they are now, which later reads leave alone."""
+        with _LOCK:
+            return self._copy()
+
+    def __add__(self, other: ReadStats) -> ReadStats:
+        return self._combine(other, 1)
+
+    def __sub__(self, other: ReadStats) -> ReadStats:
+        return self._combine(other, -1)
+
+    def _copy(self) -> ReadStats:
+        copy = dataclasses.replace(self, _stage=self._stage.copy())
+        return copy
+
+    def _combine(self, other: ReadStats, sign: int) -> ReadStats:
+        if not isinstance(other, ReadStats):
+            return NotImplemented
+        counts = {f.name: getattr(self, f.name) + sign * getattr(other, f.name) for f in _count_fields()}
+        return ReadStats(**counts, _stage=self._stage + sign * other._stage)
 
     def _add(self, **counts: int) -> None:
         with _LOCK:
             for name, count in counts.items():
                 setattr(self, name, getattr(self, name) + count)
+
+
+def _count_fields() -> tuple[dataclasses.Field[int], ...]:
+    return tuple(f for f in dataclasses.fields(ReadStats) if f.name != "_stage")

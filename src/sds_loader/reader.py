@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -419,6 +420,7 @@ class BatchReader:
         see `window_starts`). A start outside its record, or without padding a
         window past its end, raises IndexError naming the record.
         """
+        started = time.perf_counter()  # the stats' "python" stage starts here
         ordinals = normalize(indices, len(self))
         window = self._window
         if starts is not None and window is None:
@@ -478,13 +480,14 @@ class BatchReader:
             )
             return arrays
         try:
-            self._read_into(ordinals, schema, arrays, row_starts, batches=1)
+            self._read_into(ordinals, schema, arrays, row_starts, batches=1, started=started)
         except SchemaMismatch:
+            started = time.perf_counter()  # the failed read's time is counted already
             self.stats._add(schema_retries=1)
             schema = self._uniform_schema(ordinals)
             arrays = buffers(schema)
             try:
-                self._read_into(ordinals, schema, arrays, row_starts, batches=1)
+                self._read_into(ordinals, schema, arrays, row_starts, batches=1, started=started)
             except SchemaMismatch as again:
                 # Every record agreed when probed one by one, yet not when read
                 # together: report it as the layout problem it is.
@@ -699,13 +702,19 @@ class BatchReader:
         starts: np.ndarray | None = None,
         *,
         batches: int = 0,
+        started: float | None = None,
     ) -> None:
-        """Fill `arrays`; the stats count the records, and `batches` more batches, once it succeeds."""
+        """Fill `arrays`; the stats count the records, and `batches` more batches, once it
+        succeeds, and the read's stage times (Python's since `started`, else since now)."""
+        if started is None:
+            started = time.perf_counter()
         state = self._process()
         pad = self._window is not None and self._window.pad
         if state.native is None:
             state.fallback.fill(ordinals, np.arange(ordinals.size), schema, arrays, starts, pad)
             self.stats._add(fallback_records=int(ordinals.size), batches=batches)
+            with read_stats.lock():
+                self.stats._stage[-1] += time.perf_counter() - started
             return
         assert state.table is not None
         files, locals_ = state.table.locate(ordinals)
@@ -729,6 +738,8 @@ class BatchReader:
         except BaseException:
             self._count_fetches(state)
             self.stats._add(helped_batches=state.native.helped_batches - helped)
+            with read_stats.lock():
+                state.native.add_stage_seconds(self.stats._stage, time.perf_counter() - started)
             raise
         self._count_fetches(state)
         # Another thread's read may land in between: a count for tests that
@@ -760,6 +771,7 @@ class BatchReader:
             stats.fallback_records += fallback_records
             stats.native_records += int(ordinals.size) - fallback_records
             stats.batches += batches
+            state.native.add_stage_seconds(stats._stage, time.perf_counter() - started)
 
     def _open_shards(self, state: ProcessState, files: np.ndarray) -> None:
         """Open the new shards among `files` together: in object storage one round

@@ -214,6 +214,19 @@ def parser() -> argparse.ArgumentParser:
             "against signal_dataset's open"
         ),
     )
+    bench.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print each row's time per stage (plan, wait, hash, decompress, parse, copy, "
+        "Python) as shares of its reads' time, from the readers' stage times",
+    )
+    bench.add_argument(
+        "--plot",
+        metavar="FILE",
+        default=None,
+        help="with --profile: draw each row's stage shares as stacked bars into FILE (PNG; "
+        "needs matplotlib, the bench extra)",
+    )
     # How many long captures --windows writes (tests).
     bench.add_argument("--windows-captures", type=_positive, default=None, help=argparse.SUPPRESS)
     # Shrinks the built-in dataset (tests; also $SDS_LOADER_BENCH_RECORDS).
@@ -389,6 +402,8 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         if args.builtin_records:
             options += ["--captures", str(args.builtin_records)]
         return annotations.main(options)
+    if args.plot is not None and not args.profile:
+        raise ValueError("--plot draws the stage shares --profile measures; pass --profile too")
     args.batch_size = args.batch_size or 256
     config = BenchConfig(
         path=args.path,
@@ -421,6 +436,15 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print()
     print(report.text(result.rows))
     print()
+    if args.profile:
+        from sds_loader.cli.bench import profile
+
+        print("where each row's time went (shares of its reads' time, summed over threads and workers):")
+        print(profile.text(result.rows))
+        print()
+        if args.plot is not None:
+            profile.plot(args.plot, result.rows)
+            result.files["profile chart"] = args.plot
     for kind, path in result.files.items():
         print(f"{kind}: {path}")
     if result.chart_problem:

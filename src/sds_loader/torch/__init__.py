@@ -20,14 +20,19 @@ Usage::
 from sds_loader.samplers import LengthBucketSampler, MixtureSampler, ShardAwareSampler
 from sds_loader.torch.batch import Batch, collate
 from sds_loader.torch.dataset import SDSTorchDataset
+from sds_loader.torch.distributed_stats import all_reduce_stats, gather_ranks
 from sds_loader.torch.mixture import Mixture
+from sds_loader.torch.worker_stats import DatasetStats
 
 __all__ = [
     "Batch",
+    "DatasetStats",
     "LengthBucketSampler",
     "Mixture",
     "MixtureSampler",
     "SDSTorchDataset",
     "ShardAwareSampler",
+    "all_reduce_stats",
     "collate",
+    "gather_ranks",
 ]

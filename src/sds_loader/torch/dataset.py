@@ -23,6 +23,7 @@ from sds_loader.annotations import Annotations
 from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
 from sds_loader.dataset import ShardTable, adopt_tables, export_tables
 from sds_loader.errors import UnknownNameError, UnknownTargetError
+from sds_loader.read_stats import ReadStats
 from sds_loader.reader import BatchReader
 from sds_loader.schema import Allocator
 from sds_loader.storage.stores import portable
@@ -31,20 +32,23 @@ from sds_loader.torch.batch import Batch
 from sds_loader.torch.buffers import BufferSource, PagePool, PinnedSource, read_tensors
 from sds_loader.torch.extras import Kind, extra_kinds
 from sds_loader.torch.filled_rows import mask_padding_rows
+from sds_loader.torch.profiling import read_batch_range
 from sds_loader.torch.ring import DEFAULT_BLOCKS, WorkerRing, _Block
 from sds_loader.torch.shared_epoch import SharedEpoch
+from sds_loader.torch.worker_stats import DatasetStats, WorkerStatsBoard
 from sds_loader.windows import Window, length_key
 
 
 class _ProcessLocal:
     """The reader and buffer source of one process; never pickled, never inherited."""
 
-    __slots__ = ("pid", "reader", "source")
+    __slots__ = ("pid", "reader", "source", "in_worker")
 
-    def __init__(self, pid: int, reader: BatchReader, source: BufferSource) -> None:
+    def __init__(self, pid: int, reader: BatchReader, source: BufferSource, in_worker: bool) -> None:
         self.pid = pid
         self.reader = reader
         self.source = source
+        self.in_worker = in_worker
 
 
 class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
@@ -137,6 +141,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         self._window = window
         self._seed = seed
         self._epoch = SharedEpoch()
+        self._worker_stats = WorkerStatsBoard()
+        self._iteration_mark: ReadStats | None = None
         if isinstance(worker_blocks, bool) or not isinstance(worker_blocks, int) or worker_blocks < 0:
             raise ValueError(f"worker_blocks must be zero or a positive integer, not {worker_blocks!r}")
         self._worker_blocks = worker_blocks
@@ -177,8 +183,10 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
                 cache_dir=self._cache_dir,
                 cache_limit=self._cache_limit,
             )
-            local = _ProcessLocal(pid, reader, self._buffer_source(in_worker))
+            local = _ProcessLocal(pid, reader, self._buffer_source(in_worker), in_worker)
             self._local = local
+            if in_worker:
+                self._worker_stats.claim(getattr(_get_worker_info(), "id", 0), reader.stats)
         return local
 
     def _buffer_source(self, in_worker: bool) -> BufferSource:
@@ -246,6 +254,20 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"epoch must be a non-negative integer, not {epoch!r}")
         self._epoch.value = epoch
+        self._iteration_mark = self.stats().total
+
+    def stats(self) -> DatasetStats:
+        """Read stats (counts and stage times) summed over this process and every DataLoader
+        worker the dataset started, persistent or not, forked or spawned: in `total`, and
+        since the last `set_epoch` in `iteration`. In a worker: that worker's own."""
+        local = self._open()
+        own = local.reader.stats.snapshot()
+        if local.in_worker:
+            return DatasetStats(own, own, ReadStats())
+        workers = self._worker_stats.total()
+        total = own + workers
+        mark = self._iteration_mark
+        return DatasetStats(total, total if mark is None else total - mark, workers)
 
     def __len__(self) -> int:
         return len(self._open().reader)
@@ -293,7 +315,10 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
                 ids.append(arrays.pop("id").tolist())
             return arrays
 
-        by_source, ring_block = read_tensors(read, local.source)
+        with read_batch_range():
+            by_source, ring_block = read_tensors(read, local.source)
+        if local.in_worker:
+            self._worker_stats.publish(reader.stats)
         tensors = {key: by_source[name] for key, name in self._sources().items() if name in by_source}
         # A worker's ring (the only source that carries anything) carries its block.
         block = cast("_Block | None", ring_block)
@@ -403,7 +428,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         straight into it, labels and per-row annotation values are copied in
         after. Returns the ragged keys (items, offsets, ids) as read.
         """
-        reader = self._open().reader
+        local = self._open()
+        reader = local.reader
         sources = self._sources()
         extra = self._extra_sources()
         arrays = reader.read(
@@ -411,6 +437,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             out={sources[key]: array for key, array in out.items() if key not in extra},
             starts=self._starts(reader, indices),
         )
+        if local.in_worker:  # a Mixture's member, read in a worker
+            self._worker_stats.publish(reader.stats)
         ragged: dict[str, object] = {}
         for key, name in extra.items():
             if key in out:

@@ -61,8 +61,9 @@ class _Batches:
 
 
 class _LoaderRunner(Runner):
-    def __init__(self, loader: Any, sampler: _Batches, workers: int) -> None:
+    def __init__(self, loader: Any, sampler: _Batches, workers: int, dataset: Any = None) -> None:
         self.loader = loader
+        self.dataset = dataset
         self.sampler = sampler
         self.held: object = None
         # Batches go to workers in turn: one each opens every worker's reader.
@@ -72,6 +73,11 @@ class _LoaderRunner(Runner):
         self.sampler.current = [batch.tolist() for batch in batches]
         for self.held, indices in zip(self.loader, self.sampler.current, strict=True):
             yield len(indices)
+
+    def read_stats(self) -> Any:
+        # SDSTorchDataset's stats sum the main process and its workers.
+        stats = getattr(self.dataset, "stats", None)
+        return stats().total if stats is not None else None
 
     def close(self) -> None:
         # Drops the persistent workers' iterator, which shuts the workers down.
@@ -91,7 +97,7 @@ def _loader(
         collate_fn=collate_fn,
         persistent_workers=workers > 0,
     )
-    return _LoaderRunner(loader, sampler, workers)
+    return _LoaderRunner(loader, sampler, workers, dataset)
 
 
 # -- signal_dataset's guide adapter ------------------------------------------
@@ -208,17 +214,25 @@ def array_record_read(plan: Plan) -> Runner:
 
 
 class _BatchReader(Runner):
-    def __init__(self, plan: Plan, threads: int | None, verify_checksums: bool) -> None:
-        from sds_loader import BatchReader
+    def __init__(
+        self, plan: Plan, threads: int | None, verify_checksums: bool, stage_sampling: int | None = None
+    ) -> None:
+        from sds_loader import BatchReader, stage_times
 
         targets = (plan.target,) if plan.target is not None else ()
-        self.reader = BatchReader(
-            plan.uri,
-            fields=[plan.inputs],
-            targets=targets,
-            threads=threads,
-            verify_checksums=verify_checksums,
-        )
+        with stage_times.sampled_every(
+            stage_sampling if stage_sampling is not None else stage_times.sampling()
+        ):
+            self.reader = BatchReader(
+                plan.uri,
+                fields=[plan.inputs],
+                targets=targets,
+                threads=threads,
+                verify_checksums=verify_checksums,
+            )
+
+    def read_stats(self) -> Any:
+        return self.reader.stats.snapshot()
 
     def run(self, batches: Sequence[np.ndarray]) -> Iterator[int]:
         for batch in batches:
@@ -240,9 +254,13 @@ class _BatchReader(Runner):
         return ""
 
 
-def batch_reader(threads: int | None, *, verify_checksums: bool = True) -> Callable[[Plan], _BatchReader]:
+def batch_reader(
+    threads: int | None, *, verify_checksums: bool = True, stage_sampling: int | None = None
+) -> Callable[[Plan], _BatchReader]:
+    """BatchReader at `threads`; `stage_sampling` 0 times no stage (the cost of timing them)."""
+
     def open_runner(plan: Plan) -> _BatchReader:
-        return _BatchReader(plan, threads, verify_checksums)
+        return _BatchReader(plan, threads, verify_checksums, stage_sampling)
 
     return open_runner
 

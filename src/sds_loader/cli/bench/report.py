@@ -129,6 +129,7 @@ def document(rows: Sequence[Row], plans: Mapping[str, Plan], context: Mapping[st
                 "pct_of_bound": row.pct_of_bound,
                 "is_bound": row.is_bound,
                 "note": row.note,
+                "stage_seconds": row.stage_seconds,
             }
             for row in rows
         ],

@@ -83,6 +83,11 @@ def method_table(threads: int) -> list[tuple[str, str, Callable[[Plan], Runner]]
             methods.batch_reader(1, verify_checksums=False),
         ),
         (
+            "batchreader_1_untimed",
+            "BatchReader.read, 1 thread, stage times off",
+            methods.batch_reader(1, stage_sampling=0),
+        ),
+        (
             "batchreader_all",
             f"BatchReader.read, {threads} thread{'s' * (threads != 1)}",
             methods.batch_reader(threads),

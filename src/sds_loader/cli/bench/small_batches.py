@@ -17,6 +17,7 @@ import numpy as np
 from sds_loader.cli.bench import methods
 from sds_loader.cli.bench.plan import Plan
 from sds_loader.cli.bench.timing import Runner
+from sds_loader.read_stats import ReadStats
 
 SIZES = (4, 16)
 THREADS = (1, 2)
@@ -40,6 +41,9 @@ class _SmallBatches(Runner):
 
     def note(self) -> str:
         return self.whole.note()
+
+    def read_stats(self) -> ReadStats:
+        return self.whole.reader.stats.snapshot()
 
 
 def _factory(size: int, threads: int) -> Callable[[Plan], Runner]:

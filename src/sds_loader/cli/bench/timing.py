@@ -20,11 +20,15 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sds_loader.cli.bench.plan import Plan
 from sds_loader.cli.progress import progress as progress_bar
+
+if TYPE_CHECKING:
+    from sds_loader.read_stats import ReadStats
 
 #: Timed passes of every row, each from a freshly opened runner; the median is kept.
 PASSES = 3
@@ -59,6 +63,11 @@ class Runner:
         """Anything the reader of the table should know about how this ran."""
         return ""
 
+    def read_stats(self) -> ReadStats | None:
+        """The stats of every read this runner's readers made so far (all processes), or
+        None where it reads without sds-loader: `--profile` shows their stage times."""
+        return None
+
     def close(self) -> None:
         pass
 
@@ -80,6 +89,9 @@ class Row:
     mb_per_s: float | None = None
     x_vs_signal_dataset: float | None = None
     pct_of_bound: float | None = None
+    #: Seconds per stage of the median pass's reads (summed over threads and
+    #: processes), for rows read by sds-loader.
+    stage_seconds: dict[str, float] | None = None
 
     @property
     def records_per_s(self) -> float | None:
@@ -99,6 +111,7 @@ def measure(
 ) -> Row:
     row = Row(plan.variant, key, label)
     timings: list[float] = []
+    stages: list[dict[str, float]] = []
     try:
         with progress_bar(
             plan.records * passes, f"{plan.variant}: {label}", leave=False, enabled=progress
@@ -109,19 +122,28 @@ def measure(
                     for _ in runner.run(plan.batches[: max(1, runner.warm_up_batches)]):
                         pass
                     records = 0
+                    before = runner.read_stats()
                     started = time.perf_counter()
                     for count in runner.run(plan.batches):
                         records += count
                         bar.update(count)
                     wall = time.perf_counter() - started
+                    after = runner.read_stats()
                     own = runner.timed_seconds()
                     timings.append(own if own is not None else wall)
+                    if before is not None and after is not None:
+                        stages.append((after - before).stage_seconds)
                     row.note = runner.note()
                 finally:
                     runner.close()
         row.records = records
         row.seconds = statistics.median(timings)
         row.passes = len(timings)
+        if len(stages) == len(timings):
+            # The median pass's own stage times (the middle one of an odd count).
+            row.stage_seconds = stages[
+                sorted(range(len(timings)), key=timings.__getitem__)[len(timings) // 2]
+            ]
     except Skip as exc:
         row.status, row.note = "skipped", str(exc)
     except Exception as exc:  # noqa: BLE001 - reported in the row, see module docstring

@@ -1,0 +1,169 @@
+"""Stage times: where each read's threads spent their time, summed into `reader.stats`.
+
+Structural facts only, robust on a shared 2-core machine: at one thread the
+stages add up to the reads' wall time within 10%; a read that checks no hash
+spends no time hashing, an uncompressed one none decompressing; snapshots
+freeze, subtract and add. Speed (what timing them costs) is the bench's
+"stage times off" row, not a test.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from native_required import _native
+from sds_factory import capture, write_dataset
+
+import sds_loader
+from sds_loader import stage_times
+
+RECORDS = 48
+
+
+def big_capture(ordinal: int):
+    # 32 KiB records: decoding, not Python, is most of a batch's time.
+    return capture(ordinal, samples=2048)
+
+
+@pytest.fixture(scope="module")
+def zstd_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stages") / "zstd"
+    write_dataset(root, RECORDS, big_capture, records_per_shard=16)
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def plain_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("stages") / "plain"
+    write_dataset(
+        root, RECORDS, big_capture, records_per_shard=16, writer_options="group_size:1,uncompressed"
+    )
+    return str(root)
+
+
+def timed_reads(reader: sds_loader.BatchReader, batches: int = 12) -> tuple[sds_loader.ReadStats, float]:
+    """The stats and wall time of `batches` shuffled batches of 16, after one untimed batch."""
+    rng = np.random.default_rng(3)
+    orders = [rng.permutation(RECORDS)[:16] for _ in range(batches)]
+    reader.read(orders[0])
+    before = reader.stats.snapshot()
+    wall = 0.0
+    for order in orders:
+        started = time.perf_counter()
+        reader.read(order)
+        wall += time.perf_counter() - started
+    return reader.stats.snapshot() - before, wall
+
+
+def test_stage_names_are_the_cores():
+    assert tuple(_native.STAGES) == stage_times.STAGES
+    assert set(stage_times.STAGE_MEANINGS) == set(stage_times.STAGES)
+
+
+@pytest.mark.parametrize("kind", ["zstd", "plain"])
+def test_stages_add_up_to_the_wall_time_at_one_thread(kind, zstd_root, plain_root):
+    reader = sds_loader.BatchReader(zstd_root if kind == "zstd" else plain_root, threads=1)
+    spent, wall = timed_reads(reader)
+    seconds = spent.stage_seconds
+    assert set(seconds) == set(stage_times.STAGES)
+    assert all(value >= 0 for value in seconds.values()), seconds
+    assert sum(seconds.values()) == pytest.approx(wall, rel=0.10), (seconds, wall)
+    assert seconds["python"] > 0 and seconds["plan"] > 0
+    assert spent.native_records == 12 * 16
+
+
+def test_checksums_off_spend_no_time_hashing(zstd_root, plain_root):
+    for root in (zstd_root, plain_root):
+        unverified, _ = timed_reads(sds_loader.BatchReader(root, threads=1, verify_checksums=False))
+        assert unverified.stage_seconds["hash"] == 0.0, unverified.stage_seconds
+    verified, _ = timed_reads(sds_loader.BatchReader(zstd_root, threads=1))
+    assert verified.stage_seconds["hash"] > 0, verified.stage_seconds
+
+
+def test_uncompressed_spends_no_time_decompressing(zstd_root, plain_root):
+    plain, _ = timed_reads(sds_loader.BatchReader(plain_root, threads=2))
+    assert plain.stage_seconds["decompress"] == 0.0, plain.stage_seconds
+    assert plain.stage_seconds["wait"] > 0  # the copy out of the page cache
+    compressed, _ = timed_reads(sds_loader.BatchReader(zstd_root, threads=2))
+    seconds = compressed.stage_seconds
+    # zstd noise: decompression is the largest stage by far.
+    assert seconds["decompress"] == max(seconds.values()), seconds
+
+
+def test_two_threads_sum_their_threads(zstd_root):
+    reader = sds_loader.BatchReader(zstd_root, threads=2)
+    reader._process().native.work_per_helper = 0  # wake the helper whatever the batch
+    spent, wall = timed_reads(reader)
+    assert spent.helped_batches > 0
+    core = sum(v for k, v in spent.stage_seconds.items() if k != "python")
+    # Summed over threads, never more than both threads' whole time.
+    assert 0 < core <= 2 * wall * 1.05, (spent.stage_seconds, wall)
+
+
+def test_snapshots_freeze_subtract_and_add(zstd_root):
+    reader = sds_loader.BatchReader(zstd_root, threads=1)
+    reader.read([0, 1, 2])
+    first = reader.stats.snapshot()
+    frozen = first.stage_seconds
+    reader.read([3, 4])
+    assert first.stage_seconds == frozen and first.native_records == 3
+    second = reader.stats.snapshot()
+    between = second - first
+    assert between.native_records == 2 and between.batches == 1
+    assert all(value >= 0 for value in between.stage_seconds.values())
+    assert sum(between.stage_seconds.values()) > 0
+    both = first + between
+    assert both.native_records == second.native_records
+    assert both.stage_seconds == pytest.approx(second.stage_seconds)
+    with pytest.raises(TypeError):
+        first - 1  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_timing_every_run_or_some_accounts_every_second(zstd_root, every):
+    assert stage_times.sampling() == stage_times.DEFAULT_SAMPLING > 1
+    with stage_times.sampled_every(every):
+        reader = sds_loader.BatchReader(zstd_root, threads=1)
+    assert reader._process().native.stage_sampling == every
+    spent, wall = timed_reads(reader)
+    assert sum(spent.stage_seconds.values()) == pytest.approx(wall, rel=0.10)
+    assert spent.stage_seconds["decompress"] == max(spent.stage_seconds.values())
+
+
+def test_untimed_reads_have_only_pythons_time(zstd_root):
+    with stage_times.sampled_every(0):
+        untimed = sds_loader.BatchReader(zstd_root, threads=1)
+    seconds = timed_reads(untimed)[0].stage_seconds
+    assert {k: v for k, v in seconds.items() if k != "python"} == dict.fromkeys(stage_times.STAGES[:-1], 0.0)
+    assert seconds["python"] > 0
+
+
+def test_a_bad_sampling_setting_names_the_variable():
+    code = "import sds_loader.stage_times"
+    env = {"SDS_LOADER_STAGE_SAMPLING": "often", "PATH": ""}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode != 0
+    assert "SDS_LOADER_STAGE_SAMPLING='often'" in result.stderr
+    with pytest.raises(ValueError, match="non-negative"):
+        with stage_times.sampled_every(-1):
+            pass
+
+
+def test_a_read_from_object_storage_waits_for_its_bytes(tmp_path, rclone_server):
+    from s3_fixtures import upload_dataset
+
+    write_dataset(tmp_path, 24, big_capture, records_per_shard=8)
+    uri = upload_dataset(rclone_server, tmp_path, "stage-times")
+    with stage_times.sampled_every(1):
+        reader = sds_loader.BatchReader(uri, threads=1, requests_in_flight=2)
+    before = reader.stats.snapshot()
+    reader.read(np.arange(0, 24, 2))
+    spent = reader.stats.snapshot() - before
+    assert spent.fetched_bytes > 0 and spent.native_records == 12
+    seconds = spent.stage_seconds
+    # Requests in flight to a server on this machine: waited for, not computed.
+    assert seconds["wait"] > 0 and seconds["decompress"] > 0, seconds

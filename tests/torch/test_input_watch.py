@@ -1,0 +1,139 @@
+"""`InputWatch`: the training loop's wait for data, and the diagnosis in words.
+
+A loop whose model step (a sleep of 50 ms) dwarfs a fast loader is reported
+as not input-bound; one whose loader was slowed on purpose (one thread, zstd
+records of 128 KiB, no workers) against a 1 ms step is input-bound, with
+decompression named and the remedies for it.
+"""
+
+from __future__ import annotations
+
+from torch_required import torch  # noqa: F401 - skips this module without torch
+
+import time
+
+import pytest
+from native_required import _native  # noqa: F401
+from sds_factory import capture, write_dataset
+from torch.utils.data import DataLoader
+
+from sds_loader import BatchReader, InputReport, InputWatch
+from sds_loader.input_diagnosis import INPUT_BOUND_SHARE
+from sds_loader.torch import SDSTorchDataset, collate
+
+
+@pytest.fixture(scope="module")
+def small_root(tmp_path_factory):
+    path = tmp_path_factory.mktemp("watch") / "small"
+    write_dataset(path, 32, records_per_shard=16)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def large_zstd_root(tmp_path_factory):
+    path = tmp_path_factory.mktemp("watch") / "large"
+    # Enough batches that the batch buffers are reused: the first ones fault in fresh pages.
+    write_dataset(path, 128, lambda k: capture(k, samples=8192), records_per_shard=32)
+    return str(path)
+
+
+def test_a_slow_step_and_a_fast_loader_is_not_input_bound(small_root):
+    dataset = SDSTorchDataset(small_root, threads=1)
+    loader = DataLoader(dataset, batch_size=4, collate_fn=collate)
+    watch = InputWatch(loader, stats=dataset)
+    for _ in watch:
+        time.sleep(0.05)
+    report = watch.report()
+    assert report.steps == 8 and len(report.step_seconds) == 8
+    assert all(step >= 0.05 for step in report.step_seconds)
+    assert report.wait_share < INPUT_BOUND_SHARE
+    assert report.reads is not None and report.reads.native_records == 32
+    text = report.diagnosis()
+    assert "not input-bound" in text and "model" in text, text
+
+
+def test_a_loader_slowed_on_purpose_is_input_bound_on_decompression(large_zstd_root):
+    dataset = SDSTorchDataset(large_zstd_root, threads=1)
+    loader = DataLoader(dataset, batch_size=16, collate_fn=collate)
+    watch = InputWatch(loader, stats=dataset)
+    for _ in watch:
+        time.sleep(0.001)
+    report = watch.report()
+    assert report.steps == 8
+    assert report.wait_share > 2 * INPUT_BOUND_SHARE, report
+    text = report.diagnosis()
+    assert "It is input-bound." in text, text
+    assert "decompressing" in text and "training process itself" in text, text
+    # The remedies for decompression in the main process: workers or threads, or no compression.
+    assert "num_workers=" in text and "uncompressed" in text, text
+
+
+def test_the_wait_is_the_time_inside_next():
+    def slow_batches():
+        for k in range(5):
+            time.sleep(0.02)
+            yield k
+
+    watch = InputWatch(slow_batches())
+    assert list(watch) == [0, 1, 2, 3, 4]
+    report = watch.report()
+    assert len(report.waits) == 5 and min(report.waits) >= 0.02
+    assert report.wait_share > 0.9
+    assert report.reads is None
+    assert "Pass stats=" in report.diagnosis()
+
+
+def test_a_reader_as_stats_source_and_too_few_steps(small_root):
+    reader = BatchReader(small_root, threads=1)
+    watch = InputWatch([reader.read([0, 1])], stats=reader)
+    for _ in watch:
+        reader.read([2, 3, 4])
+    report = watch.report()
+    assert isinstance(report, InputReport)
+    assert report.reads is not None and report.reads.native_records == 3
+    assert "no steady wait" in report.diagnosis()
+    with pytest.raises(TypeError, match="stats= takes"):
+        list(InputWatch([1], stats=42))
+
+
+@pytest.mark.slow
+def test_stats_and_waits_reduce_over_two_ranks(tmp_path, small_root):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import torch.distributed as dist
+    from repo_paths import SUPPORT
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    out = tmp_path / "ranks"
+    out.mkdir()
+    worker = os.path.join(SUPPORT, "stats_rank_worker.py")
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), OMP_NUM_THREADS="1")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            worker,
+            small_root,
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    reports = [json.loads((out / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+    for report in reports:
+        # 4 records on rank 0 and 8 on rank 1, summed on both ranks.
+        assert report["summed_records"] == 12 and report["report_records"] == 12
+        assert report["ranks"] == [[0, 2], [1, 4]]
+        assert "Across 2 ranks" in report["diagnosis"]
+    total = reports[0]["own_decompress"] + reports[1]["own_decompress"]
+    assert reports[0]["summed_decompress"] == pytest.approx(total)
