@@ -153,6 +153,29 @@ def test_the_table_header_says_how_rates_were_taken(capsys, root, tmp_path):
     assert report.HEADER[2].endswith(f"({timing.PASSES_NOTE})")
 
 
+def test_each_row_gives_its_passes_range_and_a_wide_one_is_called_out(capsys, root, tmp_path):
+    out = tmp_path / "out"
+    assert (
+        main(["bench", root, "--batch-size", "8", "--batches", "1", "--out", os.fspath(out), "--no-progress"])
+        == 0
+    )
+    document = json.loads((out / "bench.json").read_text())
+    for row in (r for r in document["rows"] if r["status"] == "ok"):
+        rates = row["pass_rates"]
+        assert len(rates) == timing.PASSES
+        assert min(rates) <= row["records_per_s"] <= max(rates)
+        assert row["spread"] == pytest.approx(max(rates) / min(rates))
+    assert "range over passes" in capsys.readouterr().out
+    # The table and the line below it, for rows made to spread wide or not.
+    steady = timing.Row("v", "a", "steady", records=100, seconds=1.0, passes=3, pass_rates=[100, 104, 98])
+    wide = timing.Row("v", "b", "noisy", records=100, seconds=1.0, passes=3, pass_rates=[100, 140, 90])
+    cells = report.text([steady, wide])
+    assert "(1.06x)" in cells and "(1.56x wide)" in cells
+    said = report.wide_rows([steady, wide])
+    assert "v: noisy" in said and "steady" not in said and "quiet machine" in said
+    assert report.wide_rows([steady]) == ""
+
+
 def test_a_runner_with_workers_warms_each_of_them_untimed():
     """A DataLoader deals batches to its workers in turn, and each worker opens
     a reader of its own on its first: each gets an untimed batch, so that no

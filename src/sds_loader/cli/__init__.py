@@ -436,6 +436,10 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print()
     print(report.text(result.rows))
     print()
+    wide = report.wide_rows(result.rows)
+    if wide:
+        print(wide)
+        print()
     if args.profile:
         from sds_loader.cli.bench import profile
 

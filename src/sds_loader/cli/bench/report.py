@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sds_loader.cli.bench.plan import Plan
-from sds_loader.cli.bench.timing import PASSES_NOTE, Row
+from sds_loader.cli.bench.timing import PASSES_NOTE, WIDE_SPREAD, Row
 from sds_loader.cli.textfmt import markdown_table, rate, size, table
 
 BASELINE_KEY = "sds_getitems"
@@ -26,12 +26,13 @@ HEADER = [
     "variant",
     "method",
     f"records/s ({PASSES_NOTE})",
+    "range over passes",
     "MB/s",
     "x vs signal_dataset",
     "% of bound",
     "note",
 ]
-RIGHT = [False, False, True, True, True, True, False]
+RIGHT = [False, False, True, True, True, True, True, False]
 
 
 def derive(rows: Sequence[Row], plans: Mapping[str, Plan]) -> None:
@@ -66,16 +67,37 @@ def _note(text: str) -> str:
 def _cells(row: Row) -> list[str]:
     speed = row.records_per_s
     if speed is None:
-        return [row.variant, row.label, "-", "-", "-", "-", _note(row.note or row.status)]
+        return [row.variant, row.label, "-", "-", "-", "-", "-", _note(row.note or row.status)]
     return [
         row.variant,
         row.label,
         rate(speed),
+        _range(row),
         rate(row.mb_per_s or 0.0),
         f"{row.x_vs_signal_dataset:.2f}x" if row.x_vs_signal_dataset is not None else "-",
         ("bound" if row.is_bound else f"{row.pct_of_bound:.0f}%") if row.pct_of_bound is not None else "-",
         _note(row.note),
     ]
+
+
+def _range(row: Row) -> str:
+    rates = row.pass_rates or []
+    if len(rates) < 2 or row.spread is None:
+        return "-"
+    wide = " wide" if row.spread > WIDE_SPREAD else ""
+    return f"{rate(min(rates))}-{rate(max(rates))} ({row.spread:.2f}x{wide})"
+
+
+def wide_rows(rows: Sequence[Row]) -> str:
+    """A line naming the rows whose passes spread wider than WIDE_SPREAD, or ""."""
+    wide = [f"{row.variant}: {row.label}" for row in rows if (row.spread or 0) > WIDE_SPREAD]
+    if not wide:
+        return ""
+    return (
+        f"{len(wide)} row(s) spread over {WIDE_SPREAD:.2f}x between passes, so one figure of "
+        f"them would mislead: {'; '.join(wide)}. Run again on a quiet machine (no build, test "
+        "or other job beside it) before comparing them."
+    )
 
 
 def text(rows: Sequence[Row]) -> str:
@@ -123,6 +145,8 @@ def document(rows: Sequence[Row], plans: Mapping[str, Plan], context: Mapping[st
                 "records": row.records,
                 "seconds": row.seconds,
                 "passes": row.passes,
+                "pass_rates": row.pass_rates,
+                "spread": row.spread,
                 "records_per_s": row.records_per_s,
                 "mb_per_s": row.mb_per_s,
                 "x_vs_signal_dataset": row.x_vs_signal_dataset,

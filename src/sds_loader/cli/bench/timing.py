@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 #: Timed passes of every row, each from a freshly opened runner; the median is kept.
 PASSES = 3
+#: A row whose passes spread wider than this (fastest over slowest) is
+#: called out: one figure of it would mislead, so it wants a quieter machine.
+WIDE_SPREAD = 1.15
 #: What the tables' header says of how a row's rate was taken.
 PASSES_NOTE = f"median of {PASSES} passes, each by a fresh reader"
 
@@ -92,6 +95,14 @@ class Row:
     #: Seconds per stage of the median pass's reads (summed over threads and
     #: processes), for rows read by sds-loader.
     stage_seconds: dict[str, float] | None = None
+    #: Each timed pass's records/s, in the order they ran.
+    pass_rates: list[float] | None = None
+
+    @property
+    def spread(self) -> float | None:
+        """The fastest pass's rate over the slowest's (1.0: every pass alike)."""
+        rates = [r for r in self.pass_rates or [] if r > 0]
+        return max(rates) / min(rates) if len(rates) > 1 else None
 
     @property
     def records_per_s(self) -> float | None:
@@ -139,6 +150,7 @@ def measure(
         row.records = records
         row.seconds = statistics.median(timings)
         row.passes = len(timings)
+        row.pass_rates = [records / t for t in timings if t > 0]
         if len(stages) == len(timings):
             # The median pass's own stage times (the middle one of an odd count).
             row.stage_seconds = stages[
