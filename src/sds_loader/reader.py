@@ -483,7 +483,7 @@ class BatchReader:
             self._read_into(ordinals, schema, arrays, row_starts, batches=1, started=started)
         except SchemaMismatch:
             started = time.perf_counter()  # the failed read's time is counted already
-            self.stats._add(schema_retries=1)
+            self._stats._add(schema_retries=1)
             schema = self._uniform_schema(ordinals)
             arrays = buffers(schema)
             try:
@@ -712,9 +712,9 @@ class BatchReader:
         pad = self._window is not None and self._window.pad
         if state.native is None:
             state.fallback.fill(ordinals, np.arange(ordinals.size), schema, arrays, starts, pad)
-            self.stats._add(fallback_records=int(ordinals.size), batches=batches)
+            self._stats._add(fallback_records=int(ordinals.size), batches=batches)
             with read_stats.lock():
-                self.stats._stage[-1] += time.perf_counter() - started
+                self._stats._stage[-1] += time.perf_counter() - started
             return
         assert state.table is not None
         files, locals_ = state.table.locate(ordinals)
@@ -737,9 +737,9 @@ class BatchReader:
             )
         except BaseException:
             self._count_fetches(state)
-            self.stats._add(helped_batches=state.native.helped_batches - helped)
+            self._stats._add(helped_batches=state.native.helped_batches - helped)
             with read_stats.lock():
-                state.native.add_stage_seconds(self.stats._stage, time.perf_counter() - started)
+                state.native.add_stage_seconds(self._stats._stage, time.perf_counter() - started)
             raise
         self._count_fetches(state)
         # Another thread's read may land in between: a count for tests that
@@ -760,12 +760,12 @@ class BatchReader:
                     pad,
                 )
             except BaseException:
-                self.stats._add(helped_batches=helped)
+                self._stats._add(helped_batches=helped)
                 raise
         # One update (one lock) a batch, written out rather than through
         # _add's keywords: a batch of a few short records is read in tens of
         # microseconds, and each update cost one or two.
-        stats = self.stats
+        stats = self._stats
         with read_stats.lock():
             stats.helped_batches += helped
             stats.fallback_records += fallback_records
