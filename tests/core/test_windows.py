@@ -424,10 +424,12 @@ def test_windows_across_block_headers(long_uncompressed, verify):
             assert batch["iq_length"][row] == valid
 
 
-def test_a_verified_chunk_is_not_read_whole_again(long_uncompressed, tmp_path):
-    """The trade-off, shown: after a chunk has been verified whole, a window reads
-    only its own bytes, so damage elsewhere in the chunk goes unseen by it, while
-    a reader that has not verified the chunk refuses it."""
+def test_a_verified_chunk_rewritten_in_place_is_verified_again_under_a_window(long_uncompressed, tmp_path):
+    """After a chunk has been verified whole, a window reads only its own bytes
+    while the file stays the same. Damage written into the file elsewhere in the
+    chunk, even with its modification time put back, changes the file's change
+    time: the reader verifies the chunk again and refuses it, as a reader that
+    had not verified it does."""
     import shutil
 
     from sds_factory import data_shards, record_chunks
@@ -436,6 +438,7 @@ def test_a_verified_chunk_is_not_read_whole_again(long_uncompressed, tmp_path):
     shutil.copytree(long_uncompressed, root)
     reader = sds_loader.BatchReader(root, window=Window("time", 100))
     before = reader.read([0], starts=[500])["iq"].copy()
+    assert reader.read([0], starts=[500])["iq"].tobytes() == before.tobytes()
     (shard,) = data_shards(root)
     chunk = record_chunks(shard)[0]
     identity = os.stat(shard)
@@ -444,10 +447,9 @@ def test_a_verified_chunk_is_not_read_whole_again(long_uncompressed, tmp_path):
         byte = file.read(1)
         file.seek(chunk.physical(chunk.data_size - 1000))
         file.write(bytes([byte[0] ^ 0xFF]))
-    # Damage as a disk makes it: the file's size and modification time stay
-    # (a file rewritten with a new one has its chunks verified again).
     os.utime(shard, ns=(identity.st_atime_ns, identity.st_mtime_ns))
-    assert reader.read([0], starts=[500])["iq"].tobytes() == before.tobytes()
+    with pytest.raises(sds_loader.CorruptShardError, match="hash"):
+        reader.read([0], starts=[500])
     with pytest.raises(sds_loader.CorruptShardError, match="hash"):
         sds_loader.BatchReader(root, window=Window("time", 100)).read([0], starts=[500])
 
