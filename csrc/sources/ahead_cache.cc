@@ -109,7 +109,10 @@ AheadCache::Copy AheadCache::CopyOut(size_t file, uint64_t offset, uint64_t size
       if (range->state == AheadRange::State::kPending) {
         finished_.wait_until(lock, deadline,
                              [&] { return range->state != AheadRange::State::kPending; });
-        if (range->state == AheadRange::State::kPending) return Copy::kStalled;
+        // Waited for, then failed (its own request stalled, most often, a
+        // moment before the read's deadline): the wait was the read's first
+        // attempt all the same.
+        if (range->state != AheadRange::State::kReady) return Copy::kStalled;
       }
       if (range->state != AheadRange::State::kReady || range->etag != etag) return Copy::kMissing;
       const uint64_t until = std::min(end, range->offset + range->data.size());

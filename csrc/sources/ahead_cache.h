@@ -50,7 +50,8 @@ class AheadCache : public ForkGuarded {
   enum class Copy {
     kCopied,   // the bytes are at dst
     kMissing,  // no range holds them all (or one failed, or holds another version)
-    kStalled,  // a range that holds them was still in flight at the deadline
+    kStalled,  // a range that holds them was still in flight at the deadline, or
+               // failed while the read waited for it
   };
   // Copies bytes [offset, offset + size) of `file` to `dst` from the ranges
   // that hold them (one, or several side by side), all fetched under

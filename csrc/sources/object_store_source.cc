@@ -172,8 +172,9 @@ void ObjectStoreSource::Fetch(RangeRequest* requests, size_t count, const FetchP
       announcement_stalled = true;
       if (settings_.max_attempts <= 1) {
         StorageFail("reading " + Name(request.file) + " failed: the bytes announced for it " +
-                    "stalled for " + std::to_string(settings_.http.stall_timeout_s) +
-                    " s (the stall timeout), and max_attempts=1 allows no attempt of its own");
+                    "stalled or failed while the read waited for them (up to " +
+                    std::to_string(settings_.http.stall_timeout_s) +
+                    " s, the stall timeout), and max_attempts=1 allows no attempt of its own");
       }
     }
     const std::shared_ptr<NodeCache::Object> object =
