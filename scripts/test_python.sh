@@ -39,6 +39,7 @@ with open("pyproject.toml", "rb") as handle:
 "$work/venv/bin/python" -m pip install -q "$wheel[test]" -r "$work/build-requirements.txt"
 
 if [ $# -eq 0 ]; then
-    set -- -q tests --deselect tests/core/test_fuzz_smoke.py
+    # -m "": the slow tests too, which the Quick start's command leaves out.
+    set -- -q tests --deselect tests/core/test_fuzz_smoke.py -m ""
 fi
 SDS_LOADER_WHEEL="$wheel" "$work/venv/bin/python" -m pytest "$@"

@@ -52,6 +52,27 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+# -- slow tests ----------------------------------------------------------------
+
+#: The tests over about 2 s each on the 2-core machine (tests/slow_tests.txt):
+#: marked `slow`, which the Quick start's command leaves to CI's second step.
+SLOW_TESTS = os.path.join(REPO, "tests", "slow_tests.txt")
+
+
+def _slow_test_ids() -> frozenset[str]:
+    with open(SLOW_TESTS, encoding="utf-8") as listing:
+        return frozenset(
+            line.strip() for line in listing if line.strip() and not line.lstrip().startswith("#")
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    slow = _slow_test_ids()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
+
+
 # -- the sanitizer build ------------------------------------------------------
 
 #: Set by scripts/test_sanitized.sh, which runs this suite with GCC's
