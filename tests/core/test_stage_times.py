@@ -9,6 +9,7 @@ freeze, subtract and add. Speed (what timing them costs) is the bench's
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -22,6 +23,11 @@ import sds_loader
 from sds_loader import stage_times
 
 RECORDS = 48
+#: Under AddressSanitizer (scripts/test_sanitized.sh) the core's own code runs
+#: several times slower and the vendored zstd less so: which stage is largest
+#: is a fact of the plain build only, and the untimed gaps between stages grow.
+SANITIZED = os.environ.get("SDS_LOADER_SANITIZED") == "1"
+WALL_TOLERANCE = 0.30 if SANITIZED else 0.10
 
 
 def big_capture(ordinal: int):
@@ -71,7 +77,7 @@ def test_stages_add_up_to_the_wall_time_at_one_thread(kind, zstd_root, plain_roo
     seconds = spent.stage_seconds
     assert set(seconds) == set(stage_times.STAGES)
     assert all(value >= 0 for value in seconds.values()), seconds
-    assert sum(seconds.values()) == pytest.approx(wall, rel=0.10), (seconds, wall)
+    assert sum(seconds.values()) == pytest.approx(wall, rel=WALL_TOLERANCE), (seconds, wall)
     assert seconds["python"] > 0 and seconds["plan"] > 0
     assert spent.native_records == 12 * 16
 
@@ -91,7 +97,9 @@ def test_uncompressed_spends_no_time_decompressing(zstd_root, plain_root):
     compressed, _ = timed_reads(sds_loader.BatchReader(zstd_root, threads=2))
     seconds = compressed.stage_seconds
     # zstd noise: decompression is the largest stage by far.
-    assert seconds["decompress"] == max(seconds.values()), seconds
+    assert seconds["decompress"] > 0
+    if not SANITIZED:
+        assert seconds["decompress"] == max(seconds.values()), seconds
 
 
 def test_two_threads_sum_their_threads(zstd_root):
@@ -130,8 +138,9 @@ def test_timing_every_run_or_some_accounts_every_second(zstd_root, every):
         reader = sds_loader.BatchReader(zstd_root, threads=1)
     assert reader._process().native.stage_sampling == every
     spent, wall = timed_reads(reader)
-    assert sum(spent.stage_seconds.values()) == pytest.approx(wall, rel=0.10)
-    assert spent.stage_seconds["decompress"] == max(spent.stage_seconds.values())
+    assert sum(spent.stage_seconds.values()) == pytest.approx(wall, rel=WALL_TOLERANCE)
+    if not SANITIZED:
+        assert spent.stage_seconds["decompress"] == max(spent.stage_seconds.values())
 
 
 def test_untimed_reads_have_only_pythons_time(zstd_root):
