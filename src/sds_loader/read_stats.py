@@ -109,6 +109,11 @@ def _count_fields() -> tuple[dataclasses.Field[int], ...]:
     return tuple(f for f in dataclasses.fields(ReadStats) if f.name != "_stage")
 
 
+def stage_array(stats: ReadStats) -> np.ndarray:
+    """`stats`' seconds per stage as one array in `stage_times.STAGES` order (a copy)."""
+    return stats._stage.copy()
+
+
 def count_fetches(stats: ReadStats, state: ProcessState) -> None:
     """Add to `stats` what `state`'s source fetched, and its node cache served, since the last count."""
     # What the source fetched since the last count, whichever read it was

@@ -20,7 +20,7 @@ import numpy as np
 from signal_dataset import CorruptDatasetError
 from signal_dataset.storage import ObjectStore
 
-from sds_loader import pickled_state, read_stats
+from sds_loader import batch_read, pickled_state, read_stats
 from sds_loader.annotations import Annotations
 from sds_loader.checksums import VerifyChecksums
 from sds_loader.dataset import ShardTable
@@ -37,7 +37,6 @@ from sds_loader.schema import (
     adopt,
     allocate,
     batch_schema,
-    cached_native_layout,
     probe,
     read_with_retry,
 )
@@ -438,7 +437,8 @@ class BatchReader:
                 )
             self._announce_first_batch(ordinals)
             schema = self._probe(int(ordinals[0]) if ordinals.size else 0)
-        window_length = batch_window_length(window, ordinals, row_starts, self._record_lengths)
+        lengths = self._record_lengths
+        window_length = None if window is None else batch_window_length(window, ordinals, row_starts, lengths)
 
         def buffers(layout: Schema) -> dict[str, np.ndarray]:
             if window_length is not None:
@@ -511,18 +511,7 @@ class BatchReader:
             if sources.is_remote(self.uri):
                 return 0
             state = self._process()
-        ordinals = normalize(indices, len(state.dataset))
-        if state.native is None or ordinals.size == 0:
-            return 0
-        from sds_loader import _native
-
-        assert state.table is not None
-        files, records = state.table.locate(ordinals)
-        if state.source is not None:
-            state.source.readahead_into_cache(into_cache)
-            state.readahead().announce(files, records)
-            return 0
-        return int(_native.hint_records(state.native, files, records))
+        return batch_read.announce(state, normalize(indices, len(state.dataset)), into_cache=into_cache)
 
     def window_starts(
         self, indices: Iterable[int] | np.ndarray, *, seed: int = 0, epoch: int = 0
@@ -586,16 +575,7 @@ class BatchReader:
         return self._process().metadata.lengths(ordinals, window.axis, self._options.fields)
 
     def _announce_first_batch(self, ordinals: np.ndarray) -> None:
-        """Before the first batch's probe: open its shards together, and in object storage ask
-        for its chunks at once, so that the probe waits among them, not in a round trip of its own."""
-        state = self._process()
-        if ordinals.size and state.table is not None:
-            files, records = state.table.locate(ordinals)
-            self._open_shards(state, files)
-            if state.source is not None and state.native is not None:
-                from sds_loader import _native
-
-                _native.hint_records(state.native, files, records)
+        batch_read.announce_first_batch(self._process(), ordinals, self._stats)
 
     def _read_into(
         self,
@@ -607,67 +587,17 @@ class BatchReader:
         batches: int = 0,
         started: float | None = None,
     ) -> None:
-        """Fill `arrays`; the stats count the records, and `batches` more batches, once it
-        succeeds, and the read's stage times (Python's since `started`, else since now)."""
-        if started is None:
-            started = time.perf_counter()
-        state = self._process()
+        """Fill `arrays` (see `batch_read.read_into`): Python's stage from `started`, else from now."""
         window = self._options.window
-        pad = window is not None and window.pad
-        if state.native is None:
-            state.fallback.fill(ordinals, np.arange(ordinals.size), schema, arrays, starts, pad)
-            read_stats.count_fallback_batch(self.stats, int(ordinals.size), batches, started)
-            return
-        assert state.table is not None
-        files, locals_ = state.table.locate(ordinals)
-        layout = cached_native_layout(state, schema)
-        self._open_shards(state, files)
-        helped = state.native.helped_batches
-        threads = min(self._threads, _MAX_THREADS)
-        try:
-            needs_fallback = state.native.read(files, locals_, ordinals, layout, arrays, threads, starts, pad)
-        except BaseException:
-            read_stats.count_fetches(self._stats, state)
-            read_stats.count_failed_native(
-                self.stats, state.native, state.native.helped_batches - helped, started
-            )
-            raise
-        read_stats.count_fetches(self._stats, state)
-        # Another thread's read may land in between: a count for tests that
-        # read from one thread.
-        helped = state.native.helped_batches - helped
-        # The array's own nonzero(): flatnonzero and any() each pass through
-        # Python wrappers that cost more than a small batch's bookkeeping.
-        positions = needs_fallback.nonzero()[0]
-        if positions.size:
-            try:
-                state.fallback.fill(
-                    ordinals[positions],
-                    positions,
-                    schema,
-                    arrays,
-                    None if starts is None else starts[positions],
-                    pad,
-                )
-            except BaseException:
-                read_stats.count_helped(self.stats, helped)
-                raise
-        read_stats.count_native_batch(
-            self.stats,
-            state.native,
-            records=int(ordinals.size),
-            fallback_records=int(positions.size),
-            helped=helped,
+        batch_read.read_into(
+            self._process(),
+            ordinals,
+            schema,
+            arrays,
+            starts,
+            pad=window is not None and window.pad,
+            threads=min(self._threads, _MAX_THREADS),
+            stats=self._stats,
             batches=batches,
-            started=started,
+            started=time.perf_counter() if started is None else started,
         )
-
-    def _open_shards(self, state: ProcessState, files: np.ndarray) -> None:
-        """Open the new shards among `files` together: in object storage one round
-        trip for all of them, rather than one each as the core plans the batch."""
-        if state.source is None:
-            return
-        try:
-            state.source.open_shards(np.unique(files).tolist())
-        finally:
-            read_stats.count_fetches(self._stats, state)

@@ -464,6 +464,31 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         return f"SDSTorchDataset({self._uri!r}, fields={self._fields!r}, targets={self._targets!r}{extra})"
 
 
+# -- what a MixtureDataset reads of each member (the members' private state stays theirs) --
+
+
+def row_layout(dataset: SDSTorchDataset) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Each fixed-size key's row shape and dtype as `dataset` delivers them."""
+    return dataset._row_layout()
+
+
+def ragged_layout(dataset: SDSTorchDataset) -> dict[str, tuple[Kind, tuple[int, ...], np.dtype | None]]:
+    """Each ragged key's kind, item shape and dtype (None for ids) as `dataset` delivers them."""
+    return dataset._ragged_layout()
+
+
+def target_sources(dataset: SDSTorchDataset) -> Mapping[str, str]:
+    """Output key -> the metadata key each of `dataset`'s targets reads."""
+    return dataset._targets
+
+
+def read_rows_into(
+    dataset: SDSTorchDataset, indices: np.ndarray, out: Mapping[str, np.ndarray]
+) -> dict[str, object]:
+    """Read `indices` of `dataset` into `out`'s rows; returns the ragged keys in row order."""
+    return dataset._read_rows_into(indices, out)
+
+
 def buffer_source(in_worker: bool, *, pin_memory: bool, worker_blocks: int) -> BufferSource:
     """Where this process's batches go: a worker's ring, pinned memory, or the page pool."""
     if in_worker:
