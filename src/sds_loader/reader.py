@@ -472,8 +472,9 @@ class BatchReader:
                 retried=lambda: read_stats.count_schema_retry(self.stats),
             )
             self._schema = schema
-        starts_read = None if row_starts is None else np.asarray(row_starts)
-        self._extras.add(arrays, ordinals, self._process(), starts_read, window_length)
+        if self._extras.wanted:
+            starts_read = None if row_starts is None else np.asarray(row_starts)
+            self._extras.add(arrays, ordinals, self._process(), starts_read, window_length)
         return arrays
 
     def will_need(self, indices: Iterable[int] | np.ndarray, *, into_cache: bool = False) -> int:
