@@ -9,7 +9,7 @@ the reader is made, so that a typo fails there rather than in a worker.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -130,3 +130,116 @@ def add_extras(
     if "start" in extras:
         assert starts is not None
         arrays["start"] = np.asarray(starts, dtype=np.int64).copy()
+
+
+class Labels:
+    """Which targets are numbers and which are class labels, and each label's classes.
+
+    A target is a label when `labels=` gives its classes, or when the record
+    the reader probes for its layout holds a string there (record 0, when the
+    reader is made, so that a reader of numeric targets reads nothing more);
+    the classes not given are then learnt once from the metadata.
+    """
+
+    def __init__(self, targets: tuple[str, ...], given: Mapping[str, tuple[str, ...]]) -> None:
+        #: The targets still read as numbers.
+        self.targets = targets
+        #: The targets read as class indices, in the order they were promoted.
+        self.keys: tuple[str, ...] = ()
+        self.classes: dict[str, tuple[str, ...]] = {}
+        self.promote(given, given, distinct=None)
+
+    def promote(
+        self,
+        keys: Iterable[str],
+        given: Mapping[str, tuple[str, ...]],
+        distinct: Callable[[str], tuple[str, ...]] | None,
+    ) -> None:
+        """Read `keys` as class labels instead of numeric targets; `distinct` learns classes not given."""
+        promoted = [key for key in self.targets if key in set(keys)]
+        if not promoted:
+            return
+        self.keys = (*self.keys, *promoted)
+        self.targets = tuple(key for key in self.targets if key not in promoted)
+        for key in promoted:
+            if key in given:
+                self.classes[key] = given[key]
+            else:
+                assert distinct is not None
+                self.classes[key] = distinct(key)
+
+
+class BatchExtras:
+    """What a reader's batches carry beside fields and targets: annotation sets, labels, extras."""
+
+    def __init__(
+        self,
+        annotations: tuple[Annotations, ...],
+        labels: Labels,
+        extras: tuple[str, ...],
+        window: Window | None,
+    ) -> None:
+        self.annotations = annotations
+        self.labels = labels
+        self.extras = extras
+        self.window = window
+
+    @property
+    def wanted(self) -> bool:
+        """Whether a batch carries any of them (labels are known once the layout is probed)."""
+        return bool(self.annotations or self.labels.keys or self.extras)
+
+    def check(self, state: ProcessState, fields: tuple[str, ...] | None, records: int) -> None:
+        """Sets and fields named by annotations= exist: checked when the reader is made, not in a worker."""
+        if not self.annotations or records == 0:
+            return
+        taken = set(self.labels.targets) | set(self.labels.keys) | set(self.extras)
+        if fields is not None:
+            taken |= set(fields)
+        source = state.annotations
+        for spec in self.annotations:
+            for key in spec.keys():
+                if key in taken:
+                    raise ValueError(f"annotations= returns {key!r}, which another output already names")
+            rows = source.read(spec.name, np.zeros(1, dtype=np.int64), spec.fields)
+            del rows
+            if spec.positions and self.window is not None:
+                for item, axis in spec.positions.items():
+                    if axis != self.window.axis:
+                        raise ValueError(
+                            f"Annotations({spec.name!r}) positions[{item!r}] is along {axis!r}, and the "
+                            f"window is along {self.window.axis!r}; its items would not be clipped"
+                        )
+
+    def add(
+        self,
+        arrays: dict[str, np.ndarray],
+        ordinals: np.ndarray,
+        state: ProcessState,
+        starts: np.ndarray | None,
+        window_length: int | None,
+    ) -> None:
+        """Annotation sets, string labels and provenance of `ordinals`, beside the records' arrays."""
+        if not self.wanted:
+            return
+        add_extras(
+            arrays,
+            ordinals,
+            state,
+            annotations=self.annotations,
+            labels={key: self.labels.classes[key] for key in self.labels.keys},
+            extras=self.extras,
+            window=self.window,
+            starts=starts,
+            window_length=window_length,
+        )
+
+    def ragged_keys(self) -> set[str]:
+        """The keys of annotation sets whose rows hold their items whole (no fixed item count)."""
+        return {
+            key
+            for spec in self.annotations
+            if spec.max_items is None
+            for key in spec.keys()
+            if not key.endswith(".status")
+        }

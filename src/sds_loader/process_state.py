@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from signal_dataset.storage import ObjectStore
+from signal_dataset.storage import ObjectStore, S3Options
 
 from sds_loader import stage_times
 from sds_loader.annotations import AnnotationSource
@@ -35,7 +35,7 @@ class ProcessState:
     def __init__(
         self,
         uri: str,
-        object_store: ObjectStore | None,
+        object_store: ObjectStore | S3Options | None,
         verify_checksums: VerifyChecksums,
         max_open_files: int,
         requests_in_flight: int | None,

@@ -9,6 +9,9 @@ microseconds a batch, of which each update costs one or two).
 Beside the counts, the seconds each stage of the reads took (`stage_seconds`,
 see `sds_loader.stage_times`); `snapshot()` freezes both, and two snapshots
 subtract (what a span of reads did) or add (two processes' reads).
+
+The reader's counting is here too: what its source fetched (`count_fetches`)
+and what each batch did (`count_native_batch`, `count_fallback_batch`).
 """
 
 from __future__ import annotations
@@ -16,11 +19,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sds_loader import stage_times
+
+if TYPE_CHECKING:
+    from sds_loader.process_state import ProcessState
 
 _LOCK = threading.Lock()
 
@@ -99,3 +107,75 @@ class ReadStats:
 
 def _count_fields() -> tuple[dataclasses.Field[int], ...]:
     return tuple(f for f in dataclasses.fields(ReadStats) if f.name != "_stage")
+
+
+def stage_array(stats: ReadStats) -> np.ndarray:
+    """`stats`' seconds per stage as one array in `stage_times.STAGES` order (a copy)."""
+    return stats._stage.copy()
+
+
+def count_fetches(stats: ReadStats, state: ProcessState) -> None:
+    """Add to `stats` what `state`'s source fetched, and its node cache served, since the last count."""
+    # What the source fetched since the last count, whichever read it was
+    # for: with reads on several threads, a difference taken around each
+    # read would count the others' requests too.
+    if state.source is None:
+        return  # local shards: nothing is fetched, and the lock is not free
+    with _LOCK:
+        requests, fetched = state.fetched()
+        counted, state.counted = state.counted, (requests, fetched)
+        stats.fetch_requests += requests - counted[0]
+        stats.fetched_bytes += fetched - counted[1]
+        cache = state.source.cache_counters
+        now = (cache.hits, cache.misses, cache.hit_bytes)
+        before, state.cache_counted = state.cache_counted, now
+        stats.cache_hits += now[0] - before[0]
+        stats.cache_misses += now[1] - before[1]
+        stats.cache_hit_bytes += now[2] - before[2]
+    state.source.check_cache()
+
+
+def count_fallback_batch(stats: ReadStats, records: int, batches: int, started: float) -> None:
+    """A read signal_dataset served whole: its records, batches, and Python's time since `started`."""
+    stats._add(fallback_records=records, batches=batches)
+    with _LOCK:
+        stats._stage[-1] += time.perf_counter() - started
+
+
+def count_failed_native(stats: ReadStats, native: Any, helped: int, started: float) -> None:
+    """A native read that raised: the batches helpers decoded of it, and its stage times."""
+    stats._add(helped_batches=helped)
+    with _LOCK:
+        native.add_stage_seconds(stats._stage, time.perf_counter() - started)
+
+
+def count_native_batch(
+    stats: ReadStats,
+    native: Any,
+    *,
+    records: int,
+    fallback_records: int,
+    helped: int,
+    batches: int,
+    started: float,
+) -> None:
+    """A read the native core served (`fallback_records` of it by signal_dataset), in one update."""
+    # One update (one lock) a batch, written out rather than through _add's
+    # keywords: a batch of a few short records is read in tens of
+    # microseconds, and each update cost one or two.
+    with _LOCK:
+        stats.helped_batches += helped
+        stats.fallback_records += fallback_records
+        stats.native_records += records - fallback_records
+        stats.batches += batches
+        native.add_stage_seconds(stats._stage, time.perf_counter() - started)
+
+
+def count_helped(stats: ReadStats, helped: int) -> None:
+    """Batches helper threads decoded of a read that then failed in signal_dataset's reader."""
+    stats._add(helped_batches=helped)
+
+
+def count_schema_retry(stats: ReadStats) -> None:
+    """A batch read again because a record disagreed with the layout assumed for it."""
+    stats._add(schema_retries=1)

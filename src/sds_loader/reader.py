@@ -1,8 +1,15 @@
-"""BatchReader: a batch of ordinals in, one array per field out."""
+"""BatchReader: a batch of ordinals in, one array per field out.
+
+The reader is the face of the modules that do the work: its arguments are
+checked in `reader_options`, a batch's layout is probed and confirmed in
+`schema`, what it counts in `read_stats`, what a batch carries beside its
+fields in `extras`, and what crosses a pickle in `pickled_state`. What
+layers above may ask of it beyond reads is `dataset_protocol`'s.
+"""
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import threading
 import time
@@ -13,34 +20,28 @@ import numpy as np
 from signal_dataset import CorruptDatasetError
 from signal_dataset.storage import ObjectStore
 
-from sds_loader import read_stats
+from sds_loader import batch_read, pickled_state, read_stats
 from sds_loader.annotations import Annotations
-from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
-from sds_loader.dataset import ShardTable, adopt_tables, export_tables
+from sds_loader.checksums import VerifyChecksums
+from sds_loader.dataset import ShardTable
 from sds_loader.errors import MixedShapesError, SchemaMismatch
-from sds_loader.extras import add_extras, annotation_specs, extra_names, given_labels, names
-from sds_loader.file_budget import default_open_files
+from sds_loader.extras import BatchExtras, Labels, names
 from sds_loader.indices import normalize, normalize_one
 from sds_loader.process_state import ProcessState
 from sds_loader.read_stats import ReadStats
+from sds_loader.reader_options import ReaderOptions, checked_threads
+from sds_loader.reader_options import default_threads as default_threads
 from sds_loader.schema import (
     Allocator,
-    FieldSpec,
     Schema,
     adopt,
     allocate,
-    check_no_clash,
-    native_layout,
-    select_fields,
-    target_spec,
-    uniform_schema,
-    window_axes,
-    windowed_fields,
+    batch_schema,
+    probe,
+    read_with_retry,
 )
 from sds_loader.storage import sources
-from sds_loader.storage.node_cache import cache_settings
-from sds_loader.storage.stores import portable
-from sds_loader.windows import Window, crop_starts, normalize_starts
+from sds_loader.windows import Window, batch_window_length, normalize_starts, window_crop
 
 #: More threads than this are never started for one read (the native side takes a C int).
 _MAX_THREADS = 1 << 10
@@ -60,10 +61,6 @@ def _fresh_locks_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_fresh_locks_after_fork)
-
-
-def default_threads() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
 
 
 class BatchReader:
@@ -152,55 +149,37 @@ class BatchReader:
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | str | None = None,
     ) -> None:
-        if not isinstance(uri, str | os.PathLike):
-            raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
-        self._uri = os.fspath(uri)
-        self._fields = names("fields", fields) if fields is not None else None
-        self._targets = names("targets", targets)
-        if threads is None:
-            threads = default_threads()
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-            raise ValueError(f"threads must be a positive integer, not {threads!r}")
-        if max_chunk_bytes is not None and (
-            isinstance(max_chunk_bytes, bool) or not isinstance(max_chunk_bytes, int) or max_chunk_bytes < 1
-        ):
-            raise ValueError(f"max_chunk_bytes must be a positive integer or None, not {max_chunk_bytes!r}")
-        self._max_chunk_bytes = max_chunk_bytes
-        if max_open_files is None:
-            max_open_files = default_open_files()
-        if isinstance(max_open_files, bool) or not isinstance(max_open_files, int) or max_open_files < 1:
-            raise ValueError(f"max_open_files must be a positive integer or None, not {max_open_files!r}")
-        if window is not None and not isinstance(window, Window):
-            raise TypeError(f"window must be a sds_loader.Window, not {type(window).__name__}")
-        self._window = window
-        self._threads = threads
-        self._verify = verify_checksums_setting(verify_checksums)
-        self._max_open_files = max_open_files
-        if requests_in_flight is not None and (
-            isinstance(requests_in_flight, bool)
-            or not isinstance(requests_in_flight, int)
-            or requests_in_flight < 1
-        ):
-            raise ValueError(
-                f"requests_in_flight must be a positive integer or None, not {requests_in_flight!r}"
-            )
-        self._requests_in_flight = requests_in_flight
-        self._cache = cache_settings(cache_dir, cache_limit)
-        self._object_store = object_store
+        options = ReaderOptions.build(
+            uri,
+            fields=fields,
+            targets=targets,
+            threads=threads,
+            verify_checksums=verify_checksums,
+            max_open_files=max_open_files,
+            max_chunk_bytes=max_chunk_bytes,
+            object_store=object_store,
+            window=window,
+            requests_in_flight=requests_in_flight,
+            annotations=annotations,
+            extras=extras,
+            labels=labels,
+            cache_dir=cache_dir,
+            cache_limit=cache_limit,
+        )
+        self._options = options
+        self._threads = options.threads
         self._schema: Schema | None = None
         self._lock = threading.Lock()
         _READERS.add(self)
         self._state: ProcessState | None = None
         self.stats = ReadStats()
-        self._annotation_specs = annotation_specs(annotations)
-        self._extras = extra_names(extras, window)
-        self._classes: dict[str, tuple[str, ...]] = {}
-        self._label_keys: tuple[str, ...] = ()
-        self._split_label_targets(labels)
-        self._checknames()
-        self._check_annotations()
+        self._labels = Labels(options.targets, options.labels)
+        self._extras = BatchExtras(options.annotations, self._labels, options.extras, options.window)
+        self._check_names()
+        if options.annotations:
+            self._extras.check(self._process(), options.fields, len(self))
 
-    def _checknames(self) -> None:
+    def _check_names(self) -> None:
         """Check fields= and targets= against record 0, so a typo fails here, not in a worker.
 
         Safe before forking DataLoader workers whatever the dataset: records
@@ -211,7 +190,8 @@ class BatchReader:
         """
         if len(self._process().dataset) == 0:
             return
-        if self._fields is None and not self._targets and self._window is None:
+        options = self._options
+        if options.fields is None and not self._labels.targets and options.window is None:
             # Nothing to check: the first batch learns the layout from its own
             # first record, once the shards it touches are open (in object
             # storage, all in one round trip and without reading record 0).
@@ -221,7 +201,7 @@ class BatchReader:
         except CorruptDatasetError:
             pass
 
-    # -- process-local state ------------------------------------------------
+    # -- this process's state (dataset_protocol.ProcessLocal) -----------------
 
     def _process(self) -> ProcessState:
         state = self._state
@@ -229,18 +209,45 @@ class BatchReader:
             with self._lock:
                 state = self._state
                 if state is None or state.pid != os.getpid():
+                    options = self._options
                     state = ProcessState(
-                        self._uri,
-                        self._object_store,
-                        self._verify,
-                        self._max_open_files,
-                        self._requests_in_flight,
-                        self._cache,
+                        options.uri,
+                        options.object_store,
+                        options.verify,
+                        options.max_open_files,
+                        options.requests_in_flight,
+                        options.cache,
                     )
-                    if state.native is not None and self._max_chunk_bytes is not None:
-                        state.native.max_chunk_bytes = self._max_chunk_bytes
+                    if state.native is not None and options.max_chunk_bytes is not None:
+                        state.native.max_chunk_bytes = options.max_chunk_bytes
                     self._state = state
         return state
+
+    def process_state(self) -> ProcessState:
+        """This process's open dataset, shards, source and native reader, opened on first use."""
+        return self._process()
+
+    def opened_state(self, *, inherited: bool = False) -> ProcessState | None:
+        """This process's state if it is open already (never opening it), else None.
+
+        With `inherited`, a forked process's copy of its parent's state too:
+        only to look at what it learnt (the shard tables a pickle carries),
+        never to read through, since its descriptors are the parent's.
+        """
+        state = self._state
+        if state is None or (state.pid != os.getpid() and not inherited):
+            return None
+        return state
+
+    def shard_table(self) -> ShardTable | None:
+        """Where this process's reader finds each record (None when signal_dataset reads them all).
+
+        For `ShardAwareSampler`, which would otherwise open the dataset again to
+        learn it: in object storage that is several requests one after another.
+        """
+        return self._process().table
+
+    _addressing = shard_table  # the name of earlier releases
 
     @property
     def stats(self) -> ReadStats:
@@ -250,9 +257,9 @@ class BatchReader:
         the fetch counts are brought up to date whenever they are looked at,
         not only around reads: bytes read ahead and never read are counted too.
         """
-        state = self._state
-        if state is not None and state.pid == os.getpid():
-            self._count_fetches(state)
+        state = self.opened_state()
+        if state is not None:
+            read_stats.count_fetches(self._stats, state)
         return self._stats
 
     @stats.setter
@@ -260,24 +267,22 @@ class BatchReader:
         self._stats = stats
 
     def __getstate__(self) -> dict[str, object]:
-        state = self.__dict__.copy()
-        state["_state"] = None
-        state["_lock"] = None
-        # The store's settings, not the store: a spawned process cannot unpickle
-        # a client, and needs the endpoint even when it came from this
-        # process's registry.
-        live = self._state.dataset.object_store if self._state is not None else None
-        state["_object_store"] = portable(self._object_store if self._object_store is not None else live)
-        # The shard tables go along (a few dozen bytes a shard), so that a
-        # spawned worker does not read every manifest page again.
-        state["_tables"] = export_tables(self._state.dataset) if self._state is not None else {}
-        return state
+        state = self.opened_state(inherited=True)
+        options = self._options
+        live = state.dataset.object_store if state is not None else None
+        store = options.object_store if options.object_store is not None else live
+        return pickled_state.outgoing(
+            self.__dict__,
+            left_behind={
+                "_state": None,
+                "_lock": None,
+                "_options": dataclasses.replace(options, object_store=pickled_state.portable_store(store)),
+            },
+            opened=state.dataset if state is not None else None,
+        )
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        tables = state.pop("_tables", None)
-        if isinstance(tables, dict):
-            adopt_tables(tables)
-        self.__dict__.update(state)
+        self.__dict__.update(pickled_state.incoming(state))
         self._lock = threading.Lock()
         _READERS.add(self)
 
@@ -285,15 +290,7 @@ class BatchReader:
 
     @property
     def uri(self) -> str:
-        return self._uri
-
-    def _addressing(self) -> ShardTable | None:
-        """Where this process's reader finds each record (None when signal_dataset reads them all).
-
-        For `ShardAwareSampler`, which would otherwise open the dataset again to
-        learn it: in object storage that is several requests one after another.
-        """
-        return self._process().table
+        return self._options.uri
 
     @property
     def threads(self) -> int:
@@ -301,13 +298,11 @@ class BatchReader:
 
     @threads.setter
     def threads(self, value: int) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"threads must be a positive integer, not {value!r}")
-        self._threads = value
+        self._threads = checked_threads(value)
 
     @property
     def window(self) -> Window | None:
-        return self._window
+        return self._options.window
 
     @property
     def object_store(self) -> ObjectStore:
@@ -322,7 +317,7 @@ class BatchReader:
     @property
     def max_open_files(self) -> int:
         """Shards this reader keeps open at most (descriptors and mappings)."""
-        return self._max_open_files
+        return self._options.max_open_files
 
     @property
     def index_bytes(self) -> int:
@@ -341,9 +336,14 @@ class BatchReader:
         """The layout of the last batch read (probing the first record if none was)."""
         if self._schema is None:
             if len(self) == 0:
-                raise ValueError(f"dataset {self._uri} holds no records")
+                raise ValueError(f"dataset {self.uri} holds no records")
             self._schema = self._probe(0)
         return self._schema
+
+    @property
+    def labels(self) -> Mapping[str, tuple[str, ...]]:
+        """The class names behind each string target, in index order."""
+        return dict(self._labels.classes)
 
     def __len__(self) -> int:
         return len(self._process().dataset)
@@ -361,8 +361,8 @@ class BatchReader:
 
     def __repr__(self) -> str:
         return (
-            f"BatchReader({self._uri!r}, fields={self._fields!r}, targets={self._targets!r}, "
-            f"threads={self._threads})"
+            f"BatchReader({self.uri!r}, fields={self._options.fields!r}, "
+            f"targets={self._labels.targets!r}, threads={self._threads})"
         )
 
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
@@ -372,15 +372,9 @@ class BatchReader:
         left out), and ``id`` the record's id.
         """
         ordinal = normalize_one(index, len(self))
-        if self._window is not None or self._annotation_specs or self._label_keys or self._extras:
+        if self._options.window is not None or self._extras.wanted:
             batch = self.read([ordinal])
-            ragged = {
-                key
-                for spec in self._annotation_specs
-                if spec.max_items is None
-                for key in spec.keys()
-                if not key.endswith(".status")
-            }
+            ragged = self._extras.ragged_keys()
             return {
                 name: array if name in ragged else array[0]
                 for name, array in batch.items()
@@ -422,7 +416,7 @@ class BatchReader:
         """
         started = time.perf_counter()  # the stats' "python" stage starts here
         ordinals = normalize(indices, len(self))
-        window = self._window
+        window = self._options.window
         if starts is not None and window is None:
             raise ValueError(
                 "starts= places a window, and this reader has none; make it with "
@@ -433,29 +427,18 @@ class BatchReader:
             row_starts = (
                 normalize_starts(starts, ordinals.size)
                 if starts is not None
-                else self._crop(ordinals, seed=0, epoch=0)
+                else window_crop(window, ordinals, self._record_lengths, seed=0, epoch=0)
             )
         schema = self._schema
         if schema is None:
             if len(self) == 0:
                 raise ValueError(
-                    f"dataset {self._uri} holds no records, so a batch of it has no fields to return"
+                    f"dataset {self.uri} holds no records, so a batch of it has no fields to return"
                 )
-            state = self._process()
-            if ordinals.size and state.table is not None:
-                # The probe reads the batch's first record: open its shard with the others.
-                files, records = state.table.locate(ordinals)
-                self._open_shards(state, files)
-                if state.source is not None and state.native is not None:
-                    # In object storage, the batch's chunks are asked for now,
-                    # all at once: the probe then waits for its record's chunk
-                    # among them instead of taking a round trip of its own.
-                    from sds_loader import _native
-
-                    _native.hint_records(state.native, files, records)
+            self._announce_first_batch(ordinals)
             schema = self._probe(int(ordinals[0]) if ordinals.size else 0)
-
-        window_length = self._batch_window_length(ordinals, row_starts)
+        lengths = self._record_lengths
+        window_length = None if window is None else batch_window_length(window, ordinals, row_starts, lengths)
 
         def buffers(layout: Schema) -> dict[str, np.ndarray]:
             if window_length is not None:
@@ -468,34 +451,30 @@ class BatchReader:
                 if window_length is None or allocator is not None:
                     raise
                 raise ValueError(
-                    f"window={self._window!r} asks for rows of {window_length} positions: a batch of "
+                    f"window={window!r} asks for rows of {window_length} positions: a batch of "
                     f"{ordinals.size} with them cannot be allocated ({exc}); pass a Window of a "
                     "length the records can hold"
                 ) from None
 
-        arrays = buffers(schema)
-        if ordinals.size == 0:
-            self._add_extras(
-                arrays, ordinals, None if row_starts is None else np.asarray(row_starts), window_length
-            )
+        def read_as(layout: Schema, since: float) -> dict[str, np.ndarray]:
+            arrays = buffers(layout)
+            self._read_into(ordinals, layout, arrays, row_starts, batches=1, started=since)
             return arrays
-        try:
-            self._read_into(ordinals, schema, arrays, row_starts, batches=1, started=started)
-        except SchemaMismatch:
-            started = time.perf_counter()  # the failed read's time is counted already
-            self._stats._add(schema_retries=1)
-            schema = self._uniform_schema(ordinals)
+
+        if ordinals.size == 0:
             arrays = buffers(schema)
-            try:
-                self._read_into(ordinals, schema, arrays, row_starts, batches=1, started=started)
-            except SchemaMismatch as again:
-                # Every record agreed when probed one by one, yet not when read
-                # together: report it as the layout problem it is.
-                raise MixedShapesError(f"{again}; batch layout {schema.describe()}") from None
-        self._schema = schema
-        self._add_extras(
-            arrays, ordinals, None if row_starts is None else np.asarray(row_starts), window_length
-        )
+        else:
+            schema, arrays = read_with_retry(
+                schema,
+                started,
+                read_as,
+                uniform=lambda: batch_schema(self._probe, ordinals),
+                retried=lambda: read_stats.count_schema_retry(self.stats),
+            )
+            self._schema = schema
+        if self._extras.wanted:
+            starts_read = None if row_starts is None else np.asarray(row_starts)
+            self._extras.add(arrays, ordinals, self._process(), starts_read, window_length)
         return arrays
 
     def will_need(self, indices: Iterable[int] | np.ndarray, *, into_cache: bool = False) -> int:
@@ -528,23 +507,12 @@ class BatchReader:
         A hint never raises for a record that cannot be read, nor for a
         store that cannot be reached: the read of it does.
         """
-        state = self._state
-        if state is None or state.pid != os.getpid():
-            if sources.is_remote(self._uri):
+        state = self.opened_state()
+        if state is None:
+            if sources.is_remote(self.uri):
                 return 0
             state = self._process()
-        ordinals = normalize(indices, len(state.dataset))
-        if state.native is None or ordinals.size == 0:
-            return 0
-        from sds_loader import _native
-
-        assert state.table is not None
-        files, records = state.table.locate(ordinals)
-        if state.source is not None:
-            state.source.readahead_into_cache(into_cache)
-            state.readahead().announce(files, records)
-            return 0
-        return int(_native.hint_records(state.native, files, records))
+        return batch_read.announce(state, normalize(indices, len(state.dataset)), into_cache=into_cache)
 
     def window_starts(
         self, indices: Iterable[int] | np.ndarray, *, seed: int = 0, epoch: int = 0
@@ -555,14 +523,11 @@ class BatchReader:
         process and rank picks the same. Record lengths come from the dataset's
         record metadata, not from reading records.
         """
-        if self._window is None:
+        window = self._options.window
+        if window is None:
             raise ValueError("this reader has no window; make it with window=sds_loader.Window(...)")
-        return self._crop(normalize(indices, len(self)), seed=seed, epoch=epoch)
-
-    @property
-    def labels(self) -> Mapping[str, tuple[str, ...]]:
-        """The class names behind each string target, in index order."""
-        return dict(self._classes)
+        ordinals = normalize(indices, len(self))
+        return window_crop(window, ordinals, self._record_lengths, seed=seed, epoch=epoch)
 
     def metadata(self, indices: Iterable[int] | np.ndarray, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """One array per metadata key over `indices`, from the metadata shards in one native read.
@@ -586,113 +551,32 @@ class BatchReader:
 
     # -- internals ----------------------------------------------------------
 
-    def _split_label_targets(self, labels: Mapping[str, Sequence[str]] | None) -> None:
-        """Targets whose values are strings become class indices; learn their classes once."""
-        given = given_labels(labels, self._targets)
-        self._promote_labels(given, given)
+    def _probe(self, ordinal: int) -> Schema:
+        """Record `ordinal`'s layout (see `schema.probe`); its string targets become labels."""
+        state = self._process()
 
-    def _promote_labels(self, keys: Iterable[str], given: Mapping[str, tuple[str, ...]]) -> None:
-        """Read `keys` as class labels instead of numeric targets, learning classes not given.
+        def as_labels(keys: list[str]) -> tuple[str, ...]:
+            self._labels.promote(keys, {}, lambda key: self._process().metadata.distinct(key, len(self)))
+            return self._labels.targets
 
-        Keys whose values are strings are found in the record the reader
-        probes for its layout (record 0, when the reader is made), so that a
-        reader of numeric targets reads nothing more than before.
-        """
-        promoted = [key for key in self._targets if key in set(keys)]
-        if not promoted:
-            return
-        self._label_keys = (*self._label_keys, *promoted)
-        self._targets = tuple(key for key in self._targets if key not in promoted)
-        for key in promoted:
-            if key in given:
-                self._classes[key] = given[key]
-            else:
-                self._classes[key] = self._process().metadata.distinct(key, len(self))
-
-    def _check_annotations(self) -> None:
-        """Sets and fields named by annotations= exist, checked here rather than in a worker."""
-        if not self._annotation_specs or len(self) == 0:
-            return
-        taken = set(self._targets) | set(self._label_keys) | set(self._extras)
-        if self._fields is not None:
-            taken |= set(self._fields)
-        source = self._process().annotations
-        for spec in self._annotation_specs:
-            for key in spec.keys():
-                if key in taken:
-                    raise ValueError(f"annotations= returns {key!r}, which another output already names")
-            rows = source.read(spec.name, np.zeros(1, dtype=np.int64), spec.fields)
-            del rows
-            if spec.positions and self._window is not None:
-                for item, axis in spec.positions.items():
-                    if axis != self._window.axis:
-                        raise ValueError(
-                            f"Annotations({spec.name!r}) positions[{item!r}] is along {axis!r}, and the "
-                            f"window is along {self._window.axis!r}; its items would not be clipped"
-                        )
-
-    def _add_extras(
-        self,
-        arrays: dict[str, np.ndarray],
-        ordinals: np.ndarray,
-        starts: np.ndarray | None,
-        window_length: int | None,
-    ) -> None:
-        """Annotation sets, string labels and provenance, beside the records' arrays."""
-        if not (self._annotation_specs or self._label_keys or self._extras):
-            return
-        add_extras(
-            arrays,
-            ordinals,
-            self._process(),
-            annotations=self._annotation_specs,
-            labels={key: self._classes[key] for key in self._label_keys},
-            extras=self._extras,
-            window=self._window,
-            starts=starts,
-            window_length=window_length,
+        return probe(
+            state,
+            ordinal,
+            fields=self._options.fields,
+            window=self._options.window,
+            uri=self.uri,
+            targets=self._labels.targets,
+            as_labels=as_labels,
+            fetched=lambda: read_stats.count_fetches(self._stats, state),
         )
 
-    def _crop(self, ordinals: np.ndarray, *, seed: int, epoch: int) -> np.ndarray:
-        window = self._window
-        assert window is not None
-        if window.crop == "start" or window.crop_length is None:
-            return np.zeros(ordinals.size, dtype=np.int64)
-        lengths = self._record_lengths(ordinals)
-        return crop_starts(window.crop, window.crop_length, lengths, ordinals, seed=seed, epoch=epoch)
-
     def _record_lengths(self, ordinals: np.ndarray) -> np.ndarray:
-        window = self._window
+        window = self._options.window
         assert window is not None
-        return self._process().metadata.lengths(ordinals, window.axis, self._fields)
+        return self._process().metadata.lengths(ordinals, window.axis, self._options.fields)
 
-    def _batch_window_length(self, ordinals: np.ndarray, starts: np.ndarray | None) -> int | None:
-        """The window's length for this batch: fixed, or the longest row (length=None),
-        rounded up to its boundary when the window has boundaries."""
-        window = self._window
-        if window is None:
-            return None
-        if window.length is not None:
-            return window.length
-        if ordinals.size == 0:
-            return 0
-        assert starts is not None
-        lengths = self._record_lengths(ordinals)
-        outside = (starts < 0) | (starts >= lengths)
-        if outside.any():
-            k = int(np.argmax(outside))
-            raise IndexError(
-                f"record {int(ordinals[k])}: window start {int(starts[k])} is outside its "
-                f"{int(lengths[k])} positions along axis {window.axis!r}; pass a start from 0 "
-                f"to {max(int(lengths[k]) - 1, 0)}"
-            )
-        return window.batch_length(lengths - starts, ordinals)
-
-    def _window_axes(self, ordinal: int, names: Sequence[str] | None = None) -> dict[str, int]:
-        """Where the window's axis sits in each selected field of record `ordinal` that has it."""
-        assert self._window is not None
-        layout = self._process().metadata.layouts(np.asarray([ordinal], dtype=np.int64))[0]
-        return window_axes(layout, self._window.axis, tuple(names) if names is not None else self._fields)
+    def _announce_first_batch(self, ordinals: np.ndarray) -> None:
+        batch_read.announce_first_batch(self._process(), ordinals, self._stats)
 
     def _read_into(
         self,
@@ -704,140 +588,17 @@ class BatchReader:
         batches: int = 0,
         started: float | None = None,
     ) -> None:
-        """Fill `arrays`; the stats count the records, and `batches` more batches, once it
-        succeeds, and the read's stage times (Python's since `started`, else since now)."""
-        if started is None:
-            started = time.perf_counter()
-        state = self._process()
-        pad = self._window is not None and self._window.pad
-        if state.native is None:
-            state.fallback.fill(ordinals, np.arange(ordinals.size), schema, arrays, starts, pad)
-            self._stats._add(fallback_records=int(ordinals.size), batches=batches)
-            with read_stats.lock():
-                self._stats._stage[-1] += time.perf_counter() - started
-            return
-        assert state.table is not None
-        files, locals_ = state.table.locate(ordinals)
-        # Built once per schema, in this process: a batch passes only its arrays.
-        layout = state.layout
-        if layout is None or layout[0] is not schema:
-            layout = state.layout = (schema, native_layout(schema))
-        self._open_shards(state, files)
-        helped = state.native.helped_batches
-        try:
-            needs_fallback = state.native.read(
-                files,
-                locals_,
-                ordinals,
-                layout[1],
-                arrays,
-                min(self._threads, _MAX_THREADS),
-                starts,
-                pad,
-            )
-        except BaseException:
-            self._count_fetches(state)
-            self._stats._add(helped_batches=state.native.helped_batches - helped)
-            with read_stats.lock():
-                state.native.add_stage_seconds(self._stats._stage, time.perf_counter() - started)
-            raise
-        self._count_fetches(state)
-        # Another thread's read may land in between: a count for tests that
-        # read from one thread.
-        helped = state.native.helped_batches - helped
-        # The array's own nonzero(): flatnonzero and any() each pass through
-        # Python wrappers that cost more than a small batch's bookkeeping.
-        positions = needs_fallback.nonzero()[0]
-        fallback_records = int(positions.size)
-        if fallback_records:
-            try:
-                state.fallback.fill(
-                    ordinals[positions],
-                    positions,
-                    schema,
-                    arrays,
-                    None if starts is None else starts[positions],
-                    pad,
-                )
-            except BaseException:
-                self._stats._add(helped_batches=helped)
-                raise
-        # One update (one lock) a batch, written out rather than through
-        # _add's keywords: a batch of a few short records is read in tens of
-        # microseconds, and each update cost one or two.
-        stats = self._stats
-        with read_stats.lock():
-            stats.helped_batches += helped
-            stats.fallback_records += fallback_records
-            stats.native_records += int(ordinals.size) - fallback_records
-            stats.batches += batches
-            state.native.add_stage_seconds(stats._stage, time.perf_counter() - started)
-
-    def _open_shards(self, state: ProcessState, files: np.ndarray) -> None:
-        """Open the new shards among `files` together: in object storage one round
-        trip for all of them, rather than one each as the core plans the batch."""
-        if state.source is None:
-            return
-        try:
-            state.source.open_shards(np.unique(files).tolist())
-        finally:
-            self._count_fetches(state)
-
-    def _count_fetches(self, state: ProcessState) -> None:
-        # What the source fetched since the last count, whichever read it was
-        # for: with reads on several threads, a difference taken around each
-        # read would count the others' requests too.
-        if state.source is None:
-            return  # local shards: nothing is fetched, and the lock is not free
-        stats = self._stats
-        with read_stats.lock():
-            requests, fetched = state.fetched()
-            counted, state.counted = state.counted, (requests, fetched)
-            stats.fetch_requests += requests - counted[0]
-            stats.fetched_bytes += fetched - counted[1]
-            cache = state.source.cache_counters
-            now = (cache.hits, cache.misses, cache.hit_bytes)
-            before, state.cache_counted = state.cache_counted, now
-            stats.cache_hits += now[0] - before[0]
-            stats.cache_misses += now[1] - before[1]
-            stats.cache_hit_bytes += now[2] - before[2]
-        state.source.check_cache()
-
-    def _probe(self, ordinal: int) -> Schema:
-        """Learn one record's layout: its fields' dtypes and shapes, its targets' kinds."""
-        state = self._process()
-        probed = None
-        if state.native is not None:
-            assert state.table is not None
-            files, locals_ = state.table.locate(np.asarray([ordinal], dtype=np.int64))
-            try:
-                probed = state.native.probe(int(files[0]), int(locals_[0]), ordinal)
-            finally:
-                self._count_fetches(state)
-        if probed is not None:
-            raw_fields, metadata_json = probed
-            available = tuple(
-                FieldSpec(name=name, tensor=key, dtype_name=dtype, shape=tuple(shape))
-                for name, key, dtype, shape in raw_fields
-            )
-            metadata = json.loads(metadata_json)
-        else:
-            available, metadata = state.fallback.probe(ordinal)
-        fields = select_fields(available, self._fields, ordinal=ordinal, uri=self._uri)
-        self._promote_labels([key for key in self._targets if isinstance(metadata.get(key), str)], {})
-        check_no_clash(fields, self._targets)
-        lengths: tuple[str, ...] = ()
-        if self._window is not None:
-            axes = self._window_axes(ordinal, [spec.name for spec in fields])
-            fields, lengths = windowed_fields(fields, axes, pad=self._window.pad, targets=self._targets)
-        return Schema(
-            fields=fields,
-            targets=tuple(
-                target_spec(key, metadata, ordinal=ordinal, uri=self._uri) for key in self._targets
-            ),
-            lengths=lengths,
+        """Fill `arrays` (see `batch_read.read_into`): Python's stage from `started`, else from now."""
+        window = self._options.window
+        batch_read.read_into(
+            self._process(),
+            ordinals,
+            schema,
+            arrays,
+            starts,
+            pad=window is not None and window.pad,
+            threads=min(self._threads, _MAX_THREADS),
+            stats=self._stats,
+            batches=batches,
+            started=time.perf_counter() if started is None else started,
         )
-
-    def _uniform_schema(self, ordinals: np.ndarray) -> Schema:
-        """The one layout every record of this batch shares, or MixedShapesError."""
-        return uniform_schema({ordinal: self._probe(ordinal) for ordinal in np.unique(ordinals).tolist()})

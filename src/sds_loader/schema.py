@@ -10,19 +10,32 @@ Dtypes are SafeTensors names on disk, all little-endian. numpy has no
 bfloat16, and signal_dataset 0.4 writes none, so a record holding one is
 reported rather than guessed at. A batch's arrays are allocated here, or the
 caller's (`out=`, `allocator=`) checked in full before anything is written.
+
+Probing (`probe`: one record's layout, natively or through signal_dataset),
+the check that a batch's records share one (`uniform_schema`), the read
+again under it when the assumed one failed (`read_with_retry`) and the
+core's form of the last layout read (`cached_native_layout`) are here too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, Protocol, cast
 
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader.errors import MixedShapesError, TargetError, UnknownNameError, UnknownTargetError
-from sds_loader.windows import length_key
+from sds_loader.errors import (
+    MixedShapesError,
+    SchemaMismatch,
+    TargetError,
+    UnknownNameError,
+    UnknownTargetError,
+)
+from sds_loader.windows import Window, length_key
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -398,3 +411,112 @@ def uniform_schema(schemas: Mapping[int, Schema]) -> Schema:
         "field:\n" + "\n".join(lines) + "\nRead them in separate batches, or select "
         "only fields that agree with fields=."
     )
+
+
+class ProbedState(Protocol):
+    """What probing needs of a reader's state in this process (a `ProcessState`)."""
+
+    native: Any
+    table: Any
+    fallback: Any
+    #: The schema last read natively, and the core's form of it.
+    layout: tuple[Schema, Any] | None
+
+    @property
+    def metadata(self) -> Any: ...
+
+
+def probe(
+    state: ProbedState,
+    ordinal: int,
+    *,
+    fields: tuple[str, ...] | None,
+    window: Window | None,
+    uri: str,
+    targets: tuple[str, ...],
+    as_labels: Callable[[list[str]], tuple[str, ...]],
+    fetched: Callable[[], None],
+) -> Schema:
+    """Learn record `ordinal`'s layout: its fields' dtypes and shapes, its targets' kinds.
+
+    `as_labels` is given the `targets` whose values in this record are
+    strings (they become class labels) and returns the targets left to read
+    as numbers; `fetched` counts what the probe fetched, even when it fails.
+    """
+    probed = None
+    if state.native is not None:
+        assert state.table is not None
+        files, locals_ = state.table.locate(np.asarray([ordinal], dtype=np.int64))
+        try:
+            probed = state.native.probe(int(files[0]), int(locals_[0]), ordinal)
+        finally:
+            fetched()
+    if probed is not None:
+        raw_fields, metadata_json = probed
+        available = tuple(
+            FieldSpec(name=name, tensor=key, dtype_name=dtype, shape=tuple(shape))
+            for name, key, dtype, shape in raw_fields
+        )
+        metadata = json.loads(metadata_json)
+    else:
+        available, metadata = state.fallback.probe(ordinal)
+    selected = select_fields(available, fields, ordinal=ordinal, uri=uri)
+    targets = as_labels([key for key in targets if isinstance(metadata.get(key), str)])
+    check_no_clash(selected, targets)
+    lengths: tuple[str, ...] = ()
+    if window is not None:
+        axes = record_window_axes(state, ordinal, window, [spec.name for spec in selected])
+        selected, lengths = windowed_fields(selected, axes, pad=window.pad, targets=targets)
+    return Schema(
+        fields=selected,
+        targets=tuple(target_spec(key, metadata, ordinal=ordinal, uri=uri) for key in targets),
+        lengths=lengths,
+    )
+
+
+def record_window_axes(
+    state: ProbedState, ordinal: int, window: Window, names: Sequence[str] | None
+) -> dict[str, int]:
+    """Where the window's axis sits in each field `names` of record `ordinal` that has it."""
+    layout = state.metadata.layouts(np.asarray([ordinal], dtype=np.int64))[0]
+    return window_axes(layout, window.axis, tuple(names) if names is not None else None)
+
+
+def batch_schema(probe_one: Callable[[int], Schema], ordinals: np.ndarray) -> Schema:
+    """The one layout every record of a batch shares (each probed once), or MixedShapesError."""
+    return uniform_schema({ordinal: probe_one(ordinal) for ordinal in np.unique(ordinals).tolist()})
+
+
+def cached_native_layout(state: ProbedState, schema: Schema) -> BatchLayout:
+    """The core's form of `schema`, built once per schema in this process: a batch passes only its arrays."""
+    layout = state.layout
+    if layout is None or layout[0] is not schema:
+        layout = state.layout = (schema, native_layout(schema))
+    return cast("BatchLayout", layout[1])
+
+
+def read_with_retry(
+    schema: Schema,
+    started: float,
+    read: Callable[[Schema, float], dict[str, np.ndarray]],
+    uniform: Callable[[], Schema],
+    retried: Callable[[], None],
+) -> tuple[Schema, dict[str, np.ndarray]]:
+    """Read a batch under the layout assumed for it, and once more under the batch's own if a
+    record disagreed; returns the layout read and the arrays.
+
+    `read(schema, started)` reads the batch, its Python stage timed from
+    `started`; `retried` counts a second read, `uniform` finds its layout.
+    """
+    try:
+        return schema, read(schema, started)
+    except SchemaMismatch:
+        started = time.perf_counter()  # the failed read's time is counted already
+        retried()
+        schema = uniform()
+        try:
+            return schema, read(schema, started)
+        except SchemaMismatch as again:
+            # Every record agreed when probed one by one, yet not when read
+            # together: report it as the layout problem it is.
+            raise MixedShapesError(f"{again}; batch layout {schema.describe()}") from None

@@ -16,7 +16,7 @@ window's end. See `BatchReader` for the trade-offs.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -139,6 +139,49 @@ def normalize_starts(starts: Iterable[int] | np.ndarray, count: int) -> np.ndarr
     if array.size != count:
         raise ValueError(f"starts has {array.size} entries for {count} indices; pass one start per index")
     return np.ascontiguousarray(array)
+
+
+def window_crop(
+    window: Window,
+    ordinals: np.ndarray,
+    lengths_of: Callable[[np.ndarray], np.ndarray],
+    *,
+    seed: int,
+    epoch: int,
+) -> np.ndarray:
+    """The starts `window`'s crop picks for `ordinals`; `lengths_of` gives their lengths along
+    its axis, asked only when the crop needs them."""
+    if window.crop == "start" or window.crop_length is None:
+        return np.zeros(ordinals.size, dtype=np.int64)
+    lengths = lengths_of(ordinals)
+    return crop_starts(window.crop, window.crop_length, lengths, ordinals, seed=seed, epoch=epoch)
+
+
+def batch_window_length(
+    window: Window | None,
+    ordinals: np.ndarray,
+    starts: np.ndarray | None,
+    lengths_of: Callable[[np.ndarray], np.ndarray],
+) -> int | None:
+    """The window's length for a batch: fixed, or the longest row (length=None), rounded up
+    to its boundary when the window has boundaries; None without a window."""
+    if window is None:
+        return None
+    if window.length is not None:
+        return window.length
+    if ordinals.size == 0:
+        return 0
+    assert starts is not None
+    lengths = lengths_of(ordinals)
+    outside = (starts < 0) | (starts >= lengths)
+    if outside.any():
+        k = int(np.argmax(outside))
+        raise IndexError(
+            f"record {int(ordinals[k])}: window start {int(starts[k])} is outside its "
+            f"{int(lengths[k])} positions along axis {window.axis!r}; pass a start from 0 "
+            f"to {max(int(lengths[k]) - 1, 0)}"
+        )
+    return window.batch_length(lengths - starts, ordinals)
 
 
 def crop_starts(

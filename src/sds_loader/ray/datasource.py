@@ -110,7 +110,7 @@ class SDSDatasource(Datasource):
             self._schema: pa.Schema = table.schema
             self._row_bytes = max(1, int(table.nbytes))
             self._complex = tuple(spec.name for spec in schema.fields if np.dtype(spec.dtype).kind == "c")
-            addressing = reader._addressing()
+            addressing = reader.shard_table()
             if addressing is not None:
                 self._run_starts = np.asarray(addressing.starts[:-1], dtype=np.int64)
                 self._run_files = np.asarray(addressing.files[:-1], dtype=np.int64)

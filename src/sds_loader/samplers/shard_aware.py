@@ -105,9 +105,10 @@ def _stored_runs(dataset: object) -> tuple[int, np.ndarray, np.ndarray]:
     A stretch is a run of ordinals that its shard stores side by side; the
     last entry of the first array is the record count, closing the last one.
     """
-    addressing = getattr(dataset, "_addressing", None)
+    addressing = getattr(dataset, "shard_table", None)
     if callable(addressing):
-        # A reader that has opened the dataset already knows (BatchReader, SDSTorchDataset).
+        # A reader that has opened the dataset already knows (BatchReader, SDSTorchDataset:
+        # see sds_loader.dataset_protocol.ShardAddressed).
         table = addressing()
         if table is not None:
             return int(table.starts[-1]), table.starts, table.skips[:-1]

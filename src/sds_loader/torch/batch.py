@@ -157,3 +157,15 @@ def collate(batch: object) -> object:
             return RingBatch(batch.tensors, batch._ring_block)
         return batch.tensors
     return _default_collate(batch)  # type: ignore[arg-type]  # any sequence of samples
+
+
+def stacked_and_ragged(batch: Batch) -> tuple[dict[str, _torch.Tensor], dict[str, object]]:
+    """`batch`'s stacked tensors (one row per sample) and its ragged values, apart."""
+    return batch._tensors, batch._ragged
+
+
+def with_stacked(batch: Batch, stacked: Mapping[str, _torch.Tensor]) -> Batch:
+    """`batch` with `stacked` as its stacked tensors: the same rows, ring block and ragged values."""
+    return Batch(
+        stacked, len(batch), ring_block=batch._ring_block, ragged=batch._ragged, offsets_of=batch._offsets_of
+    )

@@ -19,14 +19,14 @@ from signal_dataset.storage import ObjectStore
 from torch.utils.data import Dataset as _Dataset
 from torch.utils.data import get_worker_info as _get_worker_info
 
+from sds_loader import pickled_state
 from sds_loader.annotations import Annotations
 from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
-from sds_loader.dataset import ShardTable, adopt_tables, export_tables
+from sds_loader.dataset import ShardTable
 from sds_loader.errors import UnknownNameError, UnknownTargetError
 from sds_loader.read_stats import ReadStats
 from sds_loader.reader import BatchReader
 from sds_loader.schema import Allocator
-from sds_loader.storage.stores import portable
 from sds_loader.torch import readahead_route
 from sds_loader.torch.batch import Batch
 from sds_loader.torch.buffers import BufferSource, PagePool, PinnedSource, read_tensors
@@ -194,26 +194,20 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
 
     def __getstate__(self) -> dict[str, object]:
         readahead_route.handed_on(self)
-        state = self.__dict__.copy()
-        state["_local"] = None
         # A spawned worker gets the store's settings (an S3 endpoint registered
         # in this process's registry, say), not a store it cannot unpickle.
         store = self._object_store
         if store is None and self._local is not None:
             store = self._local.reader.object_store
-        state["_object_store"] = portable(store)
-        # The shard tables this process built go along, so that a spawned
-        # worker does not read every manifest page again (a forked one finds
-        # them in the memory it shares with its parent).
-        reader_state = self._local.reader._state if self._local is not None else None
-        state["_tables"] = export_tables(reader_state.dataset) if reader_state is not None else {}
-        return state
+        reader_state = self._local.reader.opened_state(inherited=True) if self._local is not None else None
+        return pickled_state.outgoing(
+            self.__dict__,
+            left_behind={"_local": None, "_object_store": pickled_state.portable_store(store)},
+            opened=reader_state.dataset if reader_state is not None else None,
+        )
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        tables = state.pop("_tables", None)
-        if isinstance(tables, dict):
-            adopt_tables(tables)
-        self.__dict__.update(state)
+        self.__dict__.update(pickled_state.incoming(state))
         self._local = None
         readahead_route.track(self)
 
@@ -228,9 +222,12 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         """This process's `BatchReader` (its `stats` say which path served each record)."""
         return self._open().reader
 
-    def _addressing(self) -> ShardTable | None:
-        """Where this process's reader finds each record, for `ShardAwareSampler`."""
-        return self._open().reader._addressing()
+    def shard_table(self) -> ShardTable | None:
+        """Where this process's reader finds each record, for `ShardAwareSampler`
+        (see `sds_loader.dataset_protocol.ShardAddressed`)."""
+        return self._open().reader.shard_table()
+
+    _addressing = shard_table  # the name of earlier releases
 
     @property
     def buffers(self) -> str:
@@ -465,6 +462,31 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         if self._worker_blocks != DEFAULT_BLOCKS:
             extra += f", worker_blocks={self._worker_blocks}"
         return f"SDSTorchDataset({self._uri!r}, fields={self._fields!r}, targets={self._targets!r}{extra})"
+
+
+# -- what a MixtureDataset reads of each member (the members' private state stays theirs) --
+
+
+def row_layout(dataset: SDSTorchDataset) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Each fixed-size key's row shape and dtype as `dataset` delivers them."""
+    return dataset._row_layout()
+
+
+def ragged_layout(dataset: SDSTorchDataset) -> dict[str, tuple[Kind, tuple[int, ...], np.dtype | None]]:
+    """Each ragged key's kind, item shape and dtype (None for ids) as `dataset` delivers them."""
+    return dataset._ragged_layout()
+
+
+def target_sources(dataset: SDSTorchDataset) -> Mapping[str, str]:
+    """Output key -> the metadata key each of `dataset`'s targets reads."""
+    return dataset._targets
+
+
+def read_rows_into(
+    dataset: SDSTorchDataset, indices: np.ndarray, out: Mapping[str, np.ndarray]
+) -> dict[str, object]:
+    """Read `indices` of `dataset` into `out`'s rows; returns the ragged keys in row order."""
+    return dataset._read_rows_into(indices, out)
 
 
 def buffer_source(in_worker: bool, *, pin_memory: bool, worker_blocks: int) -> BufferSource:

@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 from sds_loader import stage_times
 from sds_loader.input_report import InputReport, RankShare
-from sds_loader.read_stats import ReadStats
+from sds_loader.read_stats import ReadStats, stage_array
 
 _COUNTS = tuple(f.name for f in dataclasses.fields(ReadStats) if f.name != "_stage")
 
@@ -34,7 +34,7 @@ def all_reduce_stats(stats: ReadStats, group: dist.ProcessGroup | None = None) -
     """The sum of `stats` over every rank of `group` (default: the world), on every rank."""
     if not (dist.is_available() and dist.is_initialized()):
         return stats.snapshot()
-    values = [float(getattr(stats, name)) for name in _COUNTS] + stats._stage.tolist()
+    values = [float(getattr(stats, name)) for name in _COUNTS] + stage_array(stats).tolist()
     tensor = _tensor(values)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
     summed = tensor.cpu().tolist()

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch as _torch
 
 from sds_loader.samplers.filled_batches import VALID_KEY, FilledBatch
-from sds_loader.torch.batch import Batch
+from sds_loader.torch.batch import Batch, stacked_and_ragged, with_stacked
 
 
 def mask_padding_rows(batch: Batch, indices: Sequence[int] | object) -> Batch:
@@ -23,8 +23,8 @@ def mask_padding_rows(batch: Batch, indices: Sequence[int] | object) -> Batch:
     """
     if not isinstance(indices, FilledBatch):
         return batch
-    tensors = batch._tensors
-    if VALID_KEY in tensors or VALID_KEY in batch._ragged:
+    tensors, ragged = stacked_and_ragged(batch)
+    if VALID_KEY in tensors or VALID_KEY in ragged:
         raise ValueError(
             f"a batch filled to full size carries the key {VALID_KEY!r}, which this dataset's outputs "
             "already name; rename that output, or use a sampler without fill='mask'"
@@ -32,12 +32,5 @@ def mask_padding_rows(batch: Batch, indices: Sequence[int] | object) -> Batch:
     valid = indices.valid
     for tensor in tensors.values():
         tensor[valid:] = 0
-    rows = len(batch)
-    mask = _torch.arange(rows) < valid
-    return Batch(
-        {**tensors, VALID_KEY: mask},
-        rows,
-        ring_block=batch._ring_block,
-        ragged=batch._ragged,
-        offsets_of=batch._offsets_of,
-    )
+    mask = _torch.arange(len(batch)) < valid
+    return with_stacked(batch, {**tensors, VALID_KEY: mask})

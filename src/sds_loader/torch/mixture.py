@@ -47,7 +47,7 @@ from sds_loader.indices import normalize
 from sds_loader.schema import Allocator
 from sds_loader.torch.batch import Batch
 from sds_loader.torch.buffers import BufferSource, read_tensors
-from sds_loader.torch.dataset import SDSTorchDataset, buffer_source
+from sds_loader.torch.dataset import SDSTorchDataset, buffer_source, read_rows_into
 from sds_loader.torch.extras import merge_ragged
 from sds_loader.torch.mixture_layout import agreed_layout
 from sds_loader.torch.ring import DEFAULT_BLOCKS
@@ -282,13 +282,13 @@ class Mixture(_Dataset[dict[str, _torch.Tensor]]):
         try:
             if together:
                 # Rows first..last of a C-contiguous array are themselves C-contiguous.
-                return dataset._read_rows_into(
-                    records, {key: array[first : last + 1] for key, array in arrays.items()}
+                return read_rows_into(
+                    dataset, records, {key: array[first : last + 1] for key, array in arrays.items()}
                 )
             scratch = {
                 key: np.empty((rows.size, *array.shape[1:]), array.dtype) for key, array in arrays.items()
             }
-            ragged = dataset._read_rows_into(records, scratch)
+            ragged = read_rows_into(dataset, records, scratch)
         except ValueError as error:
             if str(error).startswith("out["):  # this batch's layout is not the one agreed on
                 raise ValueError(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from sds_loader.torch.dataset import ragged_layout, row_layout, target_sources
 from sds_loader.torch.extras import Kind
 
 if TYPE_CHECKING:
@@ -32,8 +33,8 @@ def agreed_layout(datasets: Sequence[SDSTorchDataset]) -> tuple[RowLayout, Ragge
     ragged: list[RaggedLayout] = []
     for position, dataset in enumerate(datasets):
         try:
-            rows.append(dataset._row_layout())
-            ragged.append(dataset._ragged_layout())
+            rows.append(row_layout(dataset))
+            ragged.append(ragged_layout(dataset))
         except ValueError as error:
             raise ValueError(f"mixture member {position} ({dataset.uri}): {error}") from None
     _check_keys(datasets, [[*row, *more] for row, more in zip(rows, ragged, strict=True)])
@@ -91,7 +92,7 @@ def _check_classes(datasets: Sequence[SDSTorchDataset]) -> None:
 
     def classes(dataset: SDSTorchDataset) -> dict[str, tuple[str, ...]]:
         labels = dataset.reader.labels
-        return {key: labels[name] for key, name in dataset._targets.items() if name in labels}
+        return {key: labels[name] for key, name in target_sources(dataset).items() if name in labels}
 
     def described(found: tuple[str, ...] | None) -> str:
         return "a metadata number" if found is None else f"an index into classes {list(found)}"

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from sds_loader import stage_times
-from sds_loader.read_stats import ReadStats
+from sds_loader.read_stats import ReadStats, stage_array
 
 #: Workers whose stats one board holds at once (a worker beyond them, every
 #: slot held by a live process, goes uncounted).
@@ -105,7 +105,7 @@ class WorkerStatsBoard:
         row = ints[self._slot]
         row[0] += 1  # odd: being written
         row[2:] = [getattr(now, name) for name in _COUNTS]
-        floats[self._slot] = now._stage
+        floats[self._slot] = stage_array(now)
         row[0] += 1
 
     def _read(self, slot: int) -> ReadStats:

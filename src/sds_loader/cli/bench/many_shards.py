@@ -102,7 +102,7 @@ elif step == "reader":
     order = np.random.default_rng(0).permutation(len(reader))[:256]
     reader.read(order)
     out["open_and_first_batch"] = time.perf_counter() - started
-    table = reader._process().table
+    table = reader.shard_table()
     out["table_bytes_per_shard"] = table.held_bytes / len(table.paths)
     out["shards"] = len(table.paths)
     # Resident memory after the first batch: its growth between two datasets

@@ -194,7 +194,7 @@ def run(
                 for epoch in range(LATER):
                     later.append(timed(reader, seed + 1 + epoch, "cache, epoch 2"))
                     disks.append(timed(local_reader, seed + 1 + epoch, "local disk"))
-                source = reader._process().source
+                source = reader.process_state().source
                 cached_bytes = source.cache_usage() if source is not None else 0
                 reader.close()
             finally:

@@ -252,7 +252,7 @@ def _fetch_cpu(reader: BatchReader, timed: list[np.ndarray]) -> float | None:
     """
     from sds_loader import _native
 
-    state = reader._process()
+    state = reader.process_state()
     source, native, addressing = state.source, state.native, state.table
     if source is None or native is None or addressing is None:
         return None

@@ -1,0 +1,121 @@
+"""One batch read through a reader's state in this process, and counted.
+
+The native core reads the batch into its arrays; the records it cannot read
+(transposed chunks, say) are then read by signal_dataset's reader in its
+helper process, into the same rows; a dataset the core cannot read at all
+is read by that helper whole. `ReadStats` counts each path's records, the
+batch, and the read's stage times, once it succeeds. Announcements of the
+batches to come (`announce`) go to the same state.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sds_loader import read_stats
+from sds_loader.read_stats import ReadStats
+from sds_loader.schema import Schema, cached_native_layout
+
+if TYPE_CHECKING:
+    from sds_loader.process_state import ProcessState
+
+
+def read_into(
+    state: ProcessState,
+    ordinals: np.ndarray,
+    schema: Schema,
+    arrays: dict[str, np.ndarray],
+    starts: np.ndarray | None,
+    *,
+    pad: bool,
+    threads: int,
+    stats: ReadStats,
+    batches: int,
+    started: float,
+) -> None:
+    """Fill `arrays` with `ordinals` under `schema`; `stats` count the records and `batches`
+    more batches once it succeeds, and the read's stage times (Python's since `started`)."""
+    if state.native is None:
+        state.fallback.fill(ordinals, np.arange(ordinals.size), schema, arrays, starts, pad)
+        read_stats.count_fallback_batch(stats, int(ordinals.size), batches, started)
+        return
+    assert state.table is not None
+    files, locals_ = state.table.locate(ordinals)
+    layout = cached_native_layout(state, schema)
+    open_shards(state, files, stats)
+    helped = state.native.helped_batches
+    try:
+        needs_fallback = state.native.read(files, locals_, ordinals, layout, arrays, threads, starts, pad)
+    except BaseException:
+        read_stats.count_fetches(stats, state)
+        read_stats.count_failed_native(stats, state.native, state.native.helped_batches - helped, started)
+        raise
+    read_stats.count_fetches(stats, state)
+    # Another thread's read may land in between: a count for tests that
+    # read from one thread.
+    helped = state.native.helped_batches - helped
+    # The array's own nonzero(): flatnonzero and any() each pass through
+    # Python wrappers that cost more than a small batch's bookkeeping.
+    positions = needs_fallback.nonzero()[0]
+    if positions.size:
+        try:
+            state.fallback.fill(
+                ordinals[positions],
+                positions,
+                schema,
+                arrays,
+                None if starts is None else starts[positions],
+                pad,
+            )
+        except BaseException:
+            read_stats.count_helped(stats, helped)
+            raise
+    read_stats.count_native_batch(
+        stats,
+        state.native,
+        records=int(ordinals.size),
+        fallback_records=int(positions.size),
+        helped=helped,
+        batches=batches,
+        started=started,
+    )
+
+
+def open_shards(state: ProcessState, files: np.ndarray, stats: ReadStats) -> None:
+    """Open the new shards among `files` together: in object storage one round
+    trip for all of them, rather than one each as the core plans the batch."""
+    if state.source is None:
+        return
+    try:
+        state.source.open_shards(np.unique(files).tolist())
+    finally:
+        read_stats.count_fetches(stats, state)
+
+
+def announce_first_batch(state: ProcessState, ordinals: np.ndarray, stats: ReadStats) -> None:
+    """Before the first batch's probe: open its shards together, and in object storage ask
+    for its chunks at once, so that the probe waits among them, not in a round trip of its own."""
+    if ordinals.size and state.table is not None:
+        files, records = state.table.locate(ordinals)
+        open_shards(state, files, stats)
+        if state.source is not None and state.native is not None:
+            from sds_loader import _native
+
+            _native.hint_records(state.native, files, records)
+
+
+def announce(state: ProcessState, ordinals: np.ndarray, *, into_cache: bool) -> int:
+    """Tell the storage that `ordinals` will be read soon (see `BatchReader.will_need`)."""
+    if state.native is None or ordinals.size == 0:
+        return 0
+    from sds_loader import _native
+
+    assert state.table is not None
+    files, records = state.table.locate(ordinals)
+    if state.source is not None:
+        state.source.readahead_into_cache(into_cache)
+        state.readahead().announce(files, records)
+        return 0
+    return int(_native.hint_records(state.native, files, records))
