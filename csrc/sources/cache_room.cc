@@ -69,6 +69,16 @@ class LockedUsage {
 
 }  // namespace
 
+std::recursive_mutex& CacheRoom::ThreadsOfThisProcess() {
+  static std::recursive_mutex* threads = new std::recursive_mutex();  // outlives every cache
+  return *threads;
+}
+
+void CacheRoom::ResetInChild() {
+  // Taken by the forking thread, once a cache: the child starts it afresh.
+  new (&ThreadsOfThisProcess()) std::recursive_mutex();
+}
+
 bool OrphanedTemporary(int64_t pid, double age_s) {
   // Any process's file this old is abandoned (entries are written in well
   // under a second); a younger one only when its process is gone here. A
@@ -98,14 +108,14 @@ CacheRoom::CacheRoom(TrackedFds* fds, SharedDir root, SharedDir objects, uint64_
 }
 
 uint64_t CacheRoom::Usage() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(ThreadsOfThisProcess());
   LockedUsage usage(fds_, root_->get());
   return usage.ok() ? usage.Read() : 0;
 }
 
 bool CacheRoom::Reserve(uint64_t bytes, const std::function<bool()>& create) {
   if (FreeBytes(root_->get()) < bytes + floor_) return false;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(ThreadsOfThisProcess());
   LockedUsage usage(fds_, root_->get());
   if (!usage.ok()) return false;
   uint64_t used = usage.Read();
@@ -120,7 +130,7 @@ bool CacheRoom::Reserve(uint64_t bytes, const std::function<bool()>& create) {
 }
 
 void CacheRoom::Release(const std::function<uint64_t()>& remove) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(ThreadsOfThisProcess());
   LockedUsage usage(fds_, root_->get());
   const uint64_t removed = remove();
   if (!usage.ok() || removed == 0) return;

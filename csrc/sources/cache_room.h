@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <new>
 
 #include "sources/cache_files.h"
 
@@ -43,9 +44,11 @@ class CacheRoom {
   // False when the usage file cannot be locked (the cache is then of no use).
   bool usable() const { return usable_; }
 
-  void LockForFork() { mutex_.lock(); }
-  void UnlockInParent() { mutex_.unlock(); }
-  void ResetInChild() { mutex_.unlock(); }
+  // The mutex is the process's, shared by every cache in it (see mutex_):
+  // each cache's fork guard takes it once more, and lets it go as often.
+  void LockForFork() { ThreadsOfThisProcess().lock(); }
+  void UnlockInParent() { ThreadsOfThisProcess().unlock(); }
+  void ResetInChild();
 
  private:
   // Evicts idle objects, least recently used first, until `needed` bytes
@@ -58,8 +61,11 @@ class CacheRoom {
   uint64_t limit_;
   const uint64_t floor_;
   bool usable_ = false;
-  // Threads of this process one at a time: the file lock keeps processes apart.
-  std::mutex mutex_;
+  // Threads of this process one at a time, whichever cache they go through:
+  // the file lock keeps processes apart, but a per-process lock (NFS's
+  // flock, fcntl's) lets two readers of one process in together, and two
+  // caches of one process may share one directory.
+  static std::recursive_mutex& ThreadsOfThisProcess();
   // No eviction pass before this (steady clock, ns): a full cache of
   // objects in use is not listed again at every miss.
   std::atomic<int64_t> next_evict_ns_{0};
