@@ -8,8 +8,9 @@ waited for; a directory that cannot be used, or a disk that takes no more,
 reads uncached with one warning;
 the cache stays within its limit; and two processes of two workers each
 sharing one cache fetch each byte once between them; and `sds-loader bench
---node-cache` reports later epochs fetching nothing. Every row is checked
-against signal_dataset's reader.
+--node-cache`, counted on the wire by benchmarks/remote_shaped.py, reports
+later epochs fetching nothing. Every row is checked against signal_dataset's
+reader.
 """
 
 from __future__ import annotations
@@ -336,15 +337,19 @@ def test_cache_limit_takes_bytes_or_sizes_and_bad_values_are_named():
 
 
 def test_the_bench_reports_later_epochs_fetching_nothing(rclone_server, rclone_dataset, tmp_path, capsys):
+    """Through benchmarks/remote_shaped.py, whose proxy counts the bytes on the wire too."""
+    from remote_shaped import main as shaped_main
+
     from sds_loader.cli import main
 
     uri, _ = rclone_dataset
     out = tmp_path / "out"
     assert (
-        main(
+        shaped_main(
             [
-                "bench",
                 uri,
+                "--endpoint",
+                rclone_server.url,
                 "--node-cache",
                 os.fspath(tmp_path / "nc"),
                 "--batch-size",
@@ -357,6 +362,7 @@ def test_the_bench_reports_later_epochs_fetching_nothing(rclone_server, rclone_d
     )
     printed = capsys.readouterr().out
     assert "cache, epochs 2-4" in printed and "local disk" in printed
+    assert "through a proxy that counts" in printed
     result = json.loads((out / "bench-node-cache.json").read_text())
     rows = {(row["order"], row["name"]): row for row in result["rows"]}
     for order in {order for order, _ in rows}:
