@@ -370,6 +370,8 @@ def test_the_bench_reports_later_epochs_fetching_nothing(rclone_server, rclone_d
         assert first["fetched_bytes"] <= uncached["fetched_bytes"]
         assert rows[order, "cache, epochs 2-4"]["fetched_bytes"] == 0
         assert rows[order, "cache, epochs 2-4"]["wire_bytes"] == 0
+    # What each cache held on disk after its last epoch: the records, once.
+    assert all(re.search(r"directory held [1-9]", note) for note in result["notes"]), result["notes"]
     # The bench's caches are its own, made and removed under the directory given.
     assert not list((tmp_path / "nc").iterdir())
     assert main(["bench", uri, "--cache-dir", os.fspath(tmp_path / "data")]) != 0
