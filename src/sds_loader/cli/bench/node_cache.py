@@ -58,7 +58,7 @@ class EpochRow:
     records_per_s: float
     #: The reader's own count of bytes fetched from the store (0 for the local disk).
     fetched_bytes: int
-    #: What the proxy saw pass, or None where no proxy counted.
+    #: What the counter on the wire saw pass, or None where none counted.
     wire_bytes: int | None
     #: records_per_s over the local disk's, in the same order.
     of_local: float | None = None
@@ -141,7 +141,6 @@ def run(
     records = len(dataset)
     if records == 0:
         raise ValueError(f"dataset {uri} holds no records; there is nothing to time")
-    proxy = counter
     shaping = (
         f"through a proxy adding {counter.latency_ms:g} ms and pacing each connection to "
         f"{'unlimited' if counter.bandwidth is None else f'{counter.bandwidth / 1e6:g} MB/s'}"
@@ -159,10 +158,10 @@ def run(
         for order_name, order in _orders(records, batch_size):
 
             def timed(reader: BatchReader, epoch_seed: int, name: str) -> EpochRow:
-                before_wire = proxy.counts().body_bytes if proxy is not None else 0
+                before_wire = counter.counts().body_bytes if counter is not None else 0
                 before = reader.stats.fetched_bytes
                 seconds = _epoch(reader, order(reader, epoch_seed), records, batch_size)
-                wire = proxy.counts().body_bytes - before_wire if proxy is not None else None
+                wire = counter.counts().body_bytes - before_wire if counter is not None else None
                 return EpochRow(
                     order=order_name,
                     name=name,
