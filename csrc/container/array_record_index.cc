@@ -262,8 +262,8 @@ ShardIndex ReadShardIndex(const RandomAccessBytes& file) {
   }
 }
 
-void ReadIndexedChunk(const RandomAccessBytes& file, const ShardIndex& index, uint64_t c, bool verify,
-                      std::vector<uint8_t>* bytes, Chunk* chunk) {
+void ReadIndexedChunk(const RandomAccessBytes& file, const ShardIndex& index, uint64_t c,
+                      bool verify, std::vector<uint8_t>* bytes, Chunk* chunk) {
   const uint64_t begin = index.chunk_offsets[c], end = index.ChunkLimit(c);
   bytes->resize(static_cast<size_t>(end - begin));
   file.ReadAt(begin, end - begin, bytes->data());

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "container/riegeli_chunk.h"
 #include "base/random_access_bytes.h"
+#include "container/riegeli_chunk.h"
 
 namespace sdsl {
 
@@ -55,8 +55,8 @@ ShardIndex ReadShardIndex(const RandomAccessBytes& file);
 
 // Reads chunk `c` alone into `bytes` and checks its header (and its data hash
 // when `verify`).
-void ReadIndexedChunk(const RandomAccessBytes& file, const ShardIndex& index, uint64_t c, bool verify,
-                      std::vector<uint8_t>* bytes, Chunk* chunk);
+void ReadIndexedChunk(const RandomAccessBytes& file, const ShardIndex& index, uint64_t c,
+                      bool verify, std::vector<uint8_t>* bytes, Chunk* chunk);
 
 // Whether chunk `c`, as read, holds records this core decodes: false for a
 // transposed chunk; a corrupt error for one that is not a simple chunk

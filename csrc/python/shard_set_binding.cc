@@ -11,10 +11,10 @@
 #include "python/bindings.h"
 #include "python/errors.h"
 #include "python/python_source.h"
+#include "read/readahead.h"
 #include "read/record_bytes.h"
 #include "read/shard_set.h"
 #include "sources/mapped_copy.h"
-#include "read/readahead.h"
 
 namespace py = pybind11;
 

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "read/executor.h"
-#include "sources/local_source.h"
 #include "read/readahead.h"
+#include "sources/local_source.h"
 
 namespace sdsl {
 
