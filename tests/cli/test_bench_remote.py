@@ -1,7 +1,9 @@
 """`sds-loader bench s3://...` times sparse reads and counts what they fetch.
 
-Against `rclone serve s3` on 127.0.0.1. Requests and bytes are counted on
-the wire by the bench's proxies; the tests check those counts against what
+Against `rclone serve s3` on 127.0.0.1. The installed bench counts what the
+readers count of themselves (`stats`); through benchmarks/remote_shaped.py
+requests and bytes are also counted on the wire by the shaping proxy
+(benchmarks/shaping_proxy.py); the tests check those counts against what
 is known independently: the shards a batch touches (signal_dataset stages
 them whole), and the reader's own counters. The proxy is checked for
 what it promises (the first byte held for the latency, bodies paced to the
@@ -21,46 +23,69 @@ import boto3
 import pytest
 import signal_dataset as sds
 from botocore.config import Config
+from remote_shaped import main as shaped_main
 from s3_fixtures import BUCKET
 from sds_factory import read_chunks
+from shaping_proxy import BenchProxy
 
 from sds_loader.cli import main
-from sds_loader.cli.bench.proxy import BenchProxy
 
 
-def test_bench_reports_rates_and_bytes_per_record(rclone_dataset, tmp_path, capsys, monkeypatch):
+def test_bench_reads_through_the_endpoint_given_and_reports_the_readers_own_counts(
+    rclone_dataset, rclone_server, tmp_path, capsys, monkeypatch
+):
     uri, _ = rclone_dataset
     # Without --out, results go to a new dated folder under bench-results/.
     monkeypatch.chdir(tmp_path)
-    status = main(
-        [
-            "bench",
-            uri,
-            "--batch-size",
-            "6",
-            "--batches",
-            "2",
-            "--requests-in-flight",
-            "4",
-        ]
-    )
+    # Through a proxy the bench does not know of: every reader reads through --endpoint.
+    with BenchProxy(rclone_server.url) as proxy:
+        status = main(
+            ["bench", uri, "--endpoint", proxy.url, "--batch-size", "6", "--batches", "2"]
+            + ["--requests-in-flight", "4"]
+        )
+        seen = proxy.counts()
     out = capsys.readouterr().out
     assert status == 0
     assert "records/s" in out and "fetched/record" in out
-    assert "counted by the bench proxy in front of http://127.0.0.1:" in out
+    assert "not counted on the wire" in out and "benchmarks/remote_shaped.py" in out
     [written] = (tmp_path / "bench-results").glob("*/bench-remote.json")
     assert f"json: {os.path.relpath(written, tmp_path)}" in out or f"json: {written}" in out
     result = json.loads(written.read_text())
     assert result["batch_size"] == 6 and result["requests_in_flight"] == 4
-    rows = {
-        row["method"].split(",")[0] + (" warm" if "warm" in row["method"] else ""): row
-        for row in result["rows"]
+    rows = _rows(result)
+    staged, cold, warm = rows["signal_dataset"], rows["cold"], rows["warm"]
+    assert all(row["requests_per_batch"] is None for row in result["rows"])
+    assert staged["reader_requests_per_batch"] is None and "not counted" in staged["note"]
+    # The readers' own counts: a warm reader reads each record's chunk, no more than a batch's worth.
+    assert 1 <= warm["reader_requests_per_batch"] <= 6
+    assert 0.5 < warm["x_own_size"] <= 2
+    assert cold["reader_requests_per_batch"] >= warm["reader_requests_per_batch"]
+    assert "the reader's own count" in warm["note"]
+    # Every pass went through the endpoint given: signal_dataset's whole shards among them.
+    assert seen.body_bytes >= 2 * 6 * result["record_bytes"] * 12 / 6
+
+
+def _rows(result: dict) -> dict[str, dict]:
+    """The batch rows by method: signal_dataset, cold, warm."""
+    by_name = {row["method"]: row for row in result["rows"]}
+    return {
+        "signal_dataset": by_name["signal_dataset Dataset.__getitems__"],
+        "cold": by_name["BatchReader, cold (new reader per batch)"],
+        "warm": by_name["BatchReader, warm (footers cached)"],
     }
-    staged, cold, warm = (
-        rows["signal_dataset Dataset.__getitems__"],
-        rows["BatchReader"],
-        rows["BatchReader warm"],
-    )
+
+
+def test_the_proxy_script_counts_a_second_pass_on_the_wire(rclone_dataset, rclone_server, tmp_path, capsys):
+    uri, _ = rclone_dataset
+    argv = [uri, "--endpoint", rclone_server.url, "--batch-size", "6", "--batches", "2"]
+    status = shaped_main(argv + ["--requests-in-flight", "4", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "counted by the proxy at http://127.0.0.1:" in out and "on a second pass" in out
+    result = json.loads((tmp_path / "bench-remote.json").read_text())
+    assert result["latency_ms"] is None and result["bandwidth_bytes_per_s"] is None
+    rows = _rows(result)
+    staged, cold, warm = rows["signal_dataset"], rows["cold"], rows["warm"]
     # 6 records of 48 in 4 shards of 12: signal_dataset stages every shard a
     # batch touches whole, so it fetches at least a shard's bytes per batch.
     shard_bytes = result["record_bytes"] * 12
@@ -96,29 +121,18 @@ def test_the_proxy_counts_every_request_and_body_byte(rclone_dataset, rclone_ser
     assert counts.body_bytes == 1000 + size
 
 
-def test_a_shaped_run_reads_every_method_through_the_proxy_and_counts_it(rclone_dataset, tmp_path, capsys):
-    """--latency-ms/--bandwidth-mbps: all rows read through the bench proxy, which counts them."""
+def test_a_shaped_run_reads_every_method_through_the_proxy_and_counts_it(
+    rclone_dataset, rclone_server, tmp_path, capsys
+):
+    """--latency-ms/--bandwidth-mbps: all rows read through the shaping proxy, which counts them."""
     # The ShardAwareSampler row, a torch Sampler.
     import torch_required  # noqa: F401 - skips this test without torch
 
     uri, local = rclone_dataset
-    status = main(
-        [
-            "bench",
-            uri,
-            "--batch-size",
-            "6",
-            "--batches",
-            "2",
-            "--requests-in-flight",
-            "4",
-            "--latency-ms",
-            "30",
-            "--bandwidth-mbps",
-            "200",
-            "--out",
-            str(tmp_path),
-        ]
+    status = shaped_main(
+        [uri, "--endpoint", rclone_server.url, "--batch-size", "6", "--batches", "2"]
+        + ["--requests-in-flight", "4", "--latency-ms", "30", "--bandwidth-mbps", "200"]
+        + ["--out", str(tmp_path)]
     )
     out = capsys.readouterr().out
     assert status == 0
@@ -126,7 +140,7 @@ def test_a_shaped_run_reads_every_method_through_the_proxy_and_counts_it(rclone_
     assert "ShardAwareSampler / shuffled" in out and "BatchReader / signal_dataset" in out
     result = json.loads((tmp_path / "bench-remote.json").read_text())
     assert result["latency_ms"] == 30 and result["bandwidth_bytes_per_s"] == 200e6
-    assert result["counted_by"].startswith("the bench proxy in front of http://127.0.0.1:")
+    assert result["counted_by"].startswith("the proxy at http://127.0.0.1:")
     rows = {row["method"]: row for row in result["rows"]}
     staged = rows["signal_dataset Dataset.__getitems__"]
     cold = rows["BatchReader, cold (new reader per batch)"]
@@ -167,9 +181,13 @@ def _record_chunk_bytes(local: str) -> int:
     return total
 
 
-def test_shaping_is_refused_where_it_cannot_apply(tmp_path, capsys):
-    assert main(["bench", str(tmp_path), "--latency-ms", "20"]) == 2
-    assert "need a dataset in object storage" in capsys.readouterr().err
+def test_the_installed_bench_refuses_shaping_and_names_the_script(rclone_dataset, tmp_path, capsys):
+    uri, _ = rclone_dataset
+    for argv in (["bench", uri, "--latency-ms", "20"], ["bench", str(tmp_path), "--bandwidth-mbps", "5"]):
+        assert main(argv) == 2
+        assert "python benchmarks/remote_shaped.py" in capsys.readouterr().err
+    assert main(["bench", str(tmp_path), "--endpoint", "http://127.0.0.1:1"]) == 2
+    assert "a local one has none" in capsys.readouterr().err
 
 
 def _signed_get(url: str, bucket: str, key: str, headers: dict[str, str] | None = None):

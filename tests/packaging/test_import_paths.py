@@ -16,10 +16,12 @@ import importlib
 import pathlib
 
 import pytest
+from repo_paths import REPO
 
 import sds_loader
 
 PACKAGE = pathlib.Path(sds_loader.__file__).parent
+REPO_BENCHMARKS = pathlib.Path(REPO) / "benchmarks"
 
 #: Where the modules of earlier releases went.
 MOVED = {
@@ -47,8 +49,13 @@ MOVED = {
     "sds_loader.synthetic_bursts": "sds_loader.cli.synthetic_bursts",
     "sds_loader.dataset_shards": "sds_loader.cli.dataset_shards",
     "sds_loader.shared_epoch": "sds_loader.torch.shared_epoch",
-    "sds_loader.cli.bench.counting_proxy": "sds_loader.cli.bench.proxy",
-    "sds_loader.cli.bench.shaping_proxy": "sds_loader.cli.bench.proxy",
+}
+
+#: Simulation tools that left the installed package for benchmarks/ (0.4).
+LEFT = {
+    "sds_loader.cli.bench.proxy": "shaping_proxy.py",
+    "sds_loader.cli.bench.counting_proxy": "shaping_proxy.py",
+    "sds_loader.cli.bench.shaping_proxy": "shaping_proxy.py",
 }
 
 
@@ -59,6 +66,13 @@ def test_an_old_path_is_gone_and_the_new_one_imports(old: str) -> None:
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)
     assert importlib.import_module(MOVED[old]).__name__ == MOVED[old]
+
+
+@pytest.mark.parametrize("old", sorted(LEFT))
+def test_a_simulation_tool_is_not_installed_and_lives_in_benchmarks(old: str) -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    assert (REPO_BENCHMARKS / LEFT[old]).is_file()
 
 
 def module_name(path: pathlib.Path) -> str:

@@ -8,8 +8,9 @@ waited for; a directory that cannot be used, or a disk that takes no more,
 reads uncached with one warning;
 the cache stays within its limit; and two processes of two workers each
 sharing one cache fetch each byte once between them; and `sds-loader bench
---node-cache` reports later epochs fetching nothing. Every row is checked
-against signal_dataset's reader.
+--node-cache`, counted on the wire by benchmarks/remote_shaped.py, reports
+later epochs fetching nothing. Every row is checked against signal_dataset's
+reader.
 """
 
 from __future__ import annotations
@@ -336,15 +337,19 @@ def test_cache_limit_takes_bytes_or_sizes_and_bad_values_are_named():
 
 
 def test_the_bench_reports_later_epochs_fetching_nothing(rclone_server, rclone_dataset, tmp_path, capsys):
+    """Through benchmarks/remote_shaped.py, whose proxy counts the bytes on the wire too."""
+    from remote_shaped import main as shaped_main
+
     from sds_loader.cli import main
 
     uri, _ = rclone_dataset
     out = tmp_path / "out"
     assert (
-        main(
+        shaped_main(
             [
-                "bench",
                 uri,
+                "--endpoint",
+                rclone_server.url,
                 "--node-cache",
                 os.fspath(tmp_path / "nc"),
                 "--batch-size",
@@ -357,6 +362,7 @@ def test_the_bench_reports_later_epochs_fetching_nothing(rclone_server, rclone_d
     )
     printed = capsys.readouterr().out
     assert "cache, epochs 2-4" in printed and "local disk" in printed
+    assert "through a proxy that counts" in printed
     result = json.loads((out / "bench-node-cache.json").read_text())
     rows = {(row["order"], row["name"]): row for row in result["rows"]}
     for order in {order for order, _ in rows}:
@@ -364,6 +370,8 @@ def test_the_bench_reports_later_epochs_fetching_nothing(rclone_server, rclone_d
         assert first["fetched_bytes"] <= uncached["fetched_bytes"]
         assert rows[order, "cache, epochs 2-4"]["fetched_bytes"] == 0
         assert rows[order, "cache, epochs 2-4"]["wire_bytes"] == 0
+    # What each cache held on disk after its last epoch: the records, once.
+    assert all(re.search(r"directory held [1-9]", note) for note in result["notes"]), result["notes"]
     # The bench's caches are its own, made and removed under the directory given.
     assert not list((tmp_path / "nc").iterdir())
     assert main(["bench", uri, "--cache-dir", os.fspath(tmp_path / "data")]) != 0

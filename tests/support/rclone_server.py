@@ -30,7 +30,7 @@ Checked against rclone 1.75.2 (what the tests rely on, and where it is not S3):
   MD5 even when uploaded in parts (S3's then ends in ``-N``); readers treat
   ETags as opaque.
 - Everything comes from the local file system: no latency to speak of. The
-  bench's proxy (sds_loader.cli.bench.proxy) adds it.
+  shaping proxy (benchmarks/shaping_proxy.py) adds it.
 - By default rclone reads 16 MiB ahead of every file a GET opens
   (``--buffer-size``): about 1 ms of its CPU for a ranged GET of 64 KiB, a
   cost no store charges its clients' machine. The tests serve with

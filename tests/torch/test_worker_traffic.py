@@ -25,9 +25,8 @@ import pytest
 from native_required import _native  # noqa: F401
 from s3_fixtures import BUCKET, endpoint_options
 from sds_factory import capture, write_dataset
+from shaping_proxy import BenchProxy
 from signal_dataset.storage import S3ObjectStore
-
-from sds_loader.cli.bench.proxy import BenchProxy
 
 RECORDS = 128
 BATCH = 16

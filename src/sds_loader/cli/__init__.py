@@ -147,21 +147,15 @@ def parser() -> argparse.ArgumentParser:
         help="ranged GETs in flight for a dataset in object storage (default 64)",
     )
     bench.add_argument(
-        "--latency-ms",
-        type=_non_negative_float,
+        "--endpoint",
+        metavar="URL",
         default=None,
-        metavar="MS",
-        help="for a dataset in object storage: read through a proxy that holds each answer's "
-        "first byte until MS after its request, as a distant store would (plain http:// endpoints)",
+        help="for a dataset in S3: send every reader's requests to URL (your own store, or a "
+        "proxy in front of it) instead of the endpoint the store is configured with",
     )
-    bench.add_argument(
-        "--bandwidth-mbps",
-        type=_positive_float,
-        default=None,
-        metavar="MB_S",
-        help="for a dataset in object storage: read through a proxy that paces each connection "
-        "to MB_S megabytes (10^6 bytes) per second",
-    )
+    # Deprecated: the shaping proxy is no longer installed (benchmarks/remote_shaped.py).
+    bench.add_argument("--latency-ms", type=_non_negative_float, default=None, help=argparse.SUPPRESS)
+    bench.add_argument("--bandwidth-mbps", type=_positive_float, default=None, help=argparse.SUPPRESS)
     bench.add_argument(
         "--loader",
         action="store_true",
@@ -321,8 +315,7 @@ def _bench_remote(args: argparse.Namespace) -> int:
             cache_dir=args.node_cache,
             batch_size=args.batch_size or 64,
             requests_in_flight=args.requests_in_flight,
-            latency_ms=args.latency_ms,
-            bandwidth=None if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6,
+            endpoint=args.endpoint,
         )
         print(node_cache.text(epochs))
         print()
@@ -334,8 +327,7 @@ def _bench_remote(args: argparse.Namespace) -> int:
         batches=args.batches or 5,
         requests_in_flight=args.requests_in_flight,
         fields=(args.inputs,) if args.inputs else None,
-        latency_ms=args.latency_ms,
-        bandwidth=None if args.bandwidth_mbps is None else args.bandwidth_mbps * 1e6,
+        endpoint=args.endpoint,
     )
     print(remote.legend(result))
     print()
@@ -348,17 +340,20 @@ def _bench_remote(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from sds_loader.cli.bench import BenchConfig, remote, report, run
 
+    if args.latency_ms is not None or args.bandwidth_mbps is not None:
+        raise ValueError(
+            "--latency-ms and --bandwidth-mbps went with the shaping proxy, which is no longer "
+            "installed: from a checkout, `python benchmarks/remote_shaped.py URI --endpoint URL "
+            "--latency-ms MS --bandwidth-mbps MB_S` runs this bench through it (docs/object-storage.md)"
+        )
     if remote.is_remote(args.path):
         return _bench_remote(args)
+    if args.endpoint is not None:
+        raise ValueError("--endpoint is where a dataset in S3 is read from (s3://...); a local one has none")
     if args.node_cache is not None:
         raise ValueError(
             "--node-cache times the node cache of a dataset in object storage (s3://... or gs://...); "
             "a local dataset is on this machine's disk already"
-        )
-    if args.latency_ms is not None or args.bandwidth_mbps is not None:
-        raise ValueError(
-            "--latency-ms and --bandwidth-mbps model a distant store, so they need a dataset "
-            "in object storage (s3://...)"
         )
     if args.windows:
         from sds_loader.cli.bench import windows

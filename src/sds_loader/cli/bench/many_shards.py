@@ -102,9 +102,6 @@ elif step == "reader":
     order = np.random.default_rng(0).permutation(len(reader))[:256]
     reader.read(order)
     out["open_and_first_batch"] = time.perf_counter() - started
-    table = reader.shard_table()
-    out["table_bytes_per_shard"] = table.held_bytes / len(table.paths)
-    out["shards"] = len(table.paths)
     # Resident memory after the first batch: its growth between two datasets
     # of different shard counts is what the reader keeps per shard. What was
     # freed (the parsed manifest pages) is handed back to the system first,
@@ -114,6 +111,14 @@ elif step == "reader":
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     with open("/proc/self/statm") as statm:
         out["resident_mb"] = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+    # The table the reader addresses records with: the one this process keeps
+    # for the dataset, looked up once the resident size is taken, so that
+    # opening the dataset again is not counted in it.
+    import signal_dataset as sds
+    from sds_loader.dataset import shard_table
+    table = shard_table(sds.open(root))
+    out["table_bytes_per_shard"] = table.held_bytes / len(table.paths)
+    out["shards"] = len(table.paths)
 else:
     import torch
     from torch.utils.data import DataLoader, TensorDataset

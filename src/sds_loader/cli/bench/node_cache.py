@@ -14,8 +14,10 @@ and a uniform shuffle), this reads:
   cache's entries are): epochs 2 to 4's orders again, taking turns with them.
 
 Each row gives records/s, the bytes the reader fetched (its own count) and,
-where a proxy sits on the wire (always with `--latency-ms`/`--bandwidth-mbps`,
-which shape every pass but the local one), the bytes the proxy saw.
+where a counter sits on the wire (a `remote.WireCounter`, which every pass
+but the local one reads through, shaped if it shapes:
+benchmarks/remote_shaped.py), the bytes it saw. The cache's size is what its
+directory holds on disk after the last epoch.
 """
 
 from __future__ import annotations
@@ -32,8 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader.cli.bench.proxy import BenchProxy
-from sds_loader.cli.bench.remote import SHARD_AWARE, SHUFFLED, _counting_endpoint, _store_at
+from sds_loader.cli.bench.remote import SHARD_AWARE, SHUFFLED, WireCounter, shapes, store_at
 from sds_loader.cli.textfmt import rate, size, table
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class EpochRow:
     records_per_s: float
     #: The reader's own count of bytes fetched from the store (0 for the local disk).
     fetched_bytes: int
-    #: What the proxy saw pass, or None where no proxy counted.
+    #: What the counter on the wire saw pass, or None where none counted.
     wire_bytes: int | None
     #: records_per_s over the local disk's, in the same order.
     of_local: float | None = None
@@ -127,34 +128,29 @@ def run(
     cache_dir: str,
     batch_size: int,
     requests_in_flight: int | None = None,
-    latency_ms: float | None = None,
-    bandwidth: float | None = None,
+    endpoint: str | None = None,
+    counter: WireCounter | None = None,
     seed: int = 0,
 ) -> CacheEpochsResult:
-    """Epochs without a cache, through a new cache under `cache_dir` (1 and 2), and from a local copy."""
+    """Epochs without a cache, through a new cache under `cache_dir` (1 and 2), and from a local
+    copy; through `endpoint` (None: the store's own), or through `counter`, which counts."""
     from sds_loader import BatchReader
 
-    dataset = sds.open(uri)
+    direct = store_at(uri, endpoint) if endpoint is not None else None
+    dataset = sds.open(uri, object_store=direct)
     records = len(dataset)
     if records == 0:
         raise ValueError(f"dataset {uri} holds no records; there is nothing to time")
-    endpoint, why = _counting_endpoint(dataset)
-    shaped = latency_ms is not None or bandwidth is not None
-    if shaped and endpoint is None:
-        raise ValueError(f"--latency-ms and --bandwidth-mbps need a plain http:// endpoint ({why})")
-    proxy: BenchProxy | None = None
-    if endpoint is not None:
-        proxy = BenchProxy(endpoint, latency_ms=latency_ms or 0.0, bandwidth=bandwidth)
     shaping = (
-        f"through a proxy adding {latency_ms or 0:g} ms and pacing each connection to "
-        f"{'unlimited' if bandwidth is None else f'{bandwidth / 1e6:g} MB/s'}"
-        if shaped
-        else "straight to the endpoint (counted by a proxy)"
-        if proxy is not None
-        else f"straight to the endpoint ({why})"
+        f"through a proxy adding {counter.latency_ms:g} ms and pacing each connection to "
+        f"{'unlimited' if counter.bandwidth is None else f'{counter.bandwidth / 1e6:g} MB/s'}"
+        if counter is not None and shapes(counter)
+        else "through a proxy that counts"
+        if counter is not None
+        else f"straight to {endpoint or 'the endpoint'} (not counted on the wire)"
     )
     result = CacheEpochsResult(uri=uri, records=records, batch_size=batch_size, shaping=shaping)
-    store = _store_at(dataset, proxy.url) if proxy is not None else None
+    store = store_at(uri, counter.url) if counter is not None else direct
     os.makedirs(cache_dir, exist_ok=True)
     local_dir = tempfile.mkdtemp(prefix="sds-loader-bench-local-")
     try:
@@ -162,10 +158,10 @@ def run(
         for order_name, order in _orders(records, batch_size):
 
             def timed(reader: BatchReader, epoch_seed: int, name: str) -> EpochRow:
-                before_wire = proxy.counts().body_bytes if proxy is not None else 0
+                before_wire = counter.counts().body_bytes if counter is not None else 0
                 before = reader.stats.fetched_bytes
                 seconds = _epoch(reader, order(reader, epoch_seed), records, batch_size)
-                wire = proxy.counts().body_bytes - before_wire if proxy is not None else None
+                wire = counter.counts().body_bytes - before_wire if counter is not None else None
                 return EpochRow(
                     order=order_name,
                     name=name,
@@ -194,9 +190,8 @@ def run(
                 for epoch in range(LATER):
                     later.append(timed(reader, seed + 1 + epoch, "cache, epoch 2"))
                     disks.append(timed(local_reader, seed + 1 + epoch, "local disk"))
-                source = reader.process_state().source
-                cached_bytes = source.cache_usage() if source is not None else 0
                 reader.close()
+                cached_bytes = _bytes_under(directory)
             finally:
                 shutil.rmtree(directory, ignore_errors=True)
             second = _median(later)
@@ -213,12 +208,21 @@ def run(
                     row.fetched_bytes / uncached.fetched_bytes if uncached.fetched_bytes else None
                 )
             result.rows += [uncached, first, second, disk]
-            result.notes.append(f"{order_name}: the cache held {size(cached_bytes)} after the last epoch")
+            result.notes.append(
+                f"{order_name}: the cache's directory held {size(cached_bytes)} after the last epoch"
+            )
     finally:
         shutil.rmtree(local_dir, ignore_errors=True)
-        if proxy is not None:
-            proxy.close()
     return result
+
+
+def _bytes_under(directory: str) -> int:
+    """The bytes of the files under `directory`, as the disk holds them."""
+    return sum(
+        os.path.getsize(os.path.join(folder, name))
+        for folder, _, names in os.walk(directory)
+        for name in names
+    )
 
 
 def text(result: CacheEpochsResult) -> str:

@@ -19,17 +19,18 @@ DataLoader (so the reader fetches them ahead on its background thread), and
 in a uniformly shuffled order. Each of these warm rows also reports the CPU
 time of the reading process (all its threads) per request it sent.
 
-Requests and bytes are counted, not assumed, by a proxy on the wire that
-sees every request and response byte, control documents and HEADs
-included. Without shaping, the timed pass goes to the endpoint directly (so
-the proxy costs no row any time) and a second pass reads the same batches
-through the proxy (proxy.py). With `latency_ms` or
-`bandwidth` (a model of a distant store: see proxy.py) every method
-reads through the proxy, shaping, in the timed pass, and that proxy, which runs
-in a process of its own, counts the same pass. The BatchReader rows also
-carry the reader's own count (`stats.fetch_requests`, `stats.fetched_bytes`:
-its shard reads only) beside the proxy's. An https endpoint can be neither
-counted nor shaped this way (the proxy speaks plain HTTP); its rows say so.
+Every reader reads through `endpoint` (the store's own when None), which a
+user points at their own store, or at a proxy that models a distant one.
+The BatchReader rows carry the reader's own count (`stats.fetch_requests`,
+`stats.fetched_bytes`: its shard reads only). Requests and bytes on the
+wire, control documents and HEADs included (and signal_dataset's, which
+has no counters), are counted where a `WireCounter` is given: an HTTP
+proxy between the readers and the store (benchmarks/shaping_proxy.py, which
+benchmarks/remote_shaped.py starts). A counter that shapes (latency,
+bandwidth) is read through in the timed pass and counts that pass; one that
+only counts is read through on a second pass over the same batches, so that
+it costs no row any time. What the warm reader's requests cost in CPU
+is its process's CPU time less the stages that decode (`ReadStats.stage_seconds`).
 "x own size" relates bytes fetched per record to the record's own stored
 size (the dataset's shard bytes over its records), so 1.0 would be reading
 nothing but the records. Each batch row reports the median batch of
@@ -40,7 +41,6 @@ none pays for another's.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import gc
 import json
@@ -54,13 +54,12 @@ from typing import TYPE_CHECKING, Protocol, TypedDict
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader.cli.bench.proxy import BenchProxy, Counts
 from sds_loader.cli.textfmt import rate, size, table
 
 if TYPE_CHECKING:
     from signal_dataset.storage import S3ObjectStore
 
-    from sds_loader import BatchReader
+    from sds_loader import BatchReader, ReadStats
 
 HEADER = ["method", "records/s", "batch s", "requests/batch", "fetched/record", "x own size", "note"]
 RIGHT = [False, True, True, True, True, True, False]
@@ -78,7 +77,7 @@ class RemoteRow:
     method: str
     records_per_s: float
     batch_seconds: float
-    #: Counted on the wire by the proxy (median batch); None where it could not count.
+    #: Counted on the wire by the counter (median batch); None where none counted.
     requests_per_batch: float | None
     bytes_per_record: float | None
     x_own_size: float | None
@@ -98,14 +97,14 @@ class StretchRow:
     records: int
     seconds: float
     records_per_s: float
-    #: Counted on the wire by the proxy; None where it could not count.
+    #: Counted on the wire by the counter; None where none counted.
     requests: int | None
     bytes_per_record: float | None
     #: The reader's own count of its shard reads (readahead included).
     reader_requests: int
     reader_bytes_per_record: float
     #: CPU seconds of the reading process (all threads) over the requests sent:
-    #: the proxy's count where it counted this pass, else the reader's own.
+    #: the counter's count where it counted this pass, else the reader's own.
     cpu_seconds_per_request: float | None
     note: str = ""
 
@@ -121,7 +120,7 @@ class RemoteResult:
     rows: list[RemoteRow]
     #: How requests and bytes were counted, or why they were not.
     counted_by: str = ""
-    #: The store modelled by the bench proxy; None: the endpoint as it is.
+    #: The store the counter modelled; None: the endpoint as it is.
     latency_ms: float | None = None
     bandwidth_bytes_per_s: float | None = None
     stretch_rows: list[StretchRow] = field(default_factory=list)
@@ -129,7 +128,7 @@ class RemoteResult:
     stretch_note: str = ""
     #: Speed and cost ratios: BatchReader over signal_dataset, ShardAwareSampler over shuffled.
     ratios: dict[str, float] = field(default_factory=dict)
-    #: CPU seconds per request fetching the warm batches' chunks alone, not decoding them.
+    #: CPU seconds per request of the warm reader outside the stages that decode.
     fetch_cpu_seconds_per_request: float | None = None
 
 
@@ -141,8 +140,32 @@ def is_remote(path: str | None) -> bool:
 Method = Callable[[np.ndarray], "tuple[int, int] | None"]
 
 
-class _Counter(Protocol):
-    def counts(self) -> Counts: ...
+class WireCounts(Protocol):
+    """What a counter saw pass so far."""
+
+    @property
+    def requests(self) -> int: ...
+    #: Bytes of response bodies (a GET's data; a HEAD's none), as `stats.fetched_bytes` counts them.
+    @property
+    def body_bytes(self) -> int: ...
+
+
+class WireCounter(Protocol):
+    """An HTTP endpoint in front of the store that counts what passes, and may shape it.
+
+    benchmarks/shaping_proxy.py's `BenchProxy` is one: readers pointed at
+    `url` reach the store through it.
+    """
+
+    @property
+    def url(self) -> str: ...
+    #: Each answer's first byte held this long after its request (0: not held).
+    @property
+    def latency_ms(self) -> float: ...
+    #: Bytes/s each connection is paced to; None: not paced.
+    @property
+    def bandwidth(self) -> float | None: ...
+    def counts(self) -> WireCounts: ...
 
 
 class _ReaderOptions(TypedDict):
@@ -211,10 +234,11 @@ def _batch_pass(
     warmup: np.ndarray,
     timed: list[np.ndarray],
     options: _ReaderOptions,
-    counter: _Counter | None,
+    counter: WireCounter | None,
 ) -> _Pass:
-    """Every method reads every batch, taking turns; `counter` (a proxy the store points at) counts."""
+    """Every method reads every batch, taking turns; `counter` (the store points at it) counts."""
     methods, warm_reader = _methods(uri, store, warmup, options)
+    warm_before = warm_reader.stats.snapshot()
     names = [name for name, _, _ in methods]
     measured = _Pass(*({name: [] for name in names} for _ in range(4)))  # type: ignore[arg-type]
     try:
@@ -236,40 +260,34 @@ def _batch_pass(
                     )
                 if reported is not None:
                     measured.own[name].append(reported)
-        measured.fetch_cpu = _fetch_cpu(warm_reader, timed)
+        measured.fetch_cpu = _cpu_per_request_outside_decoding(
+            sum(measured.cpu[WARM]), warm_reader.stats.snapshot() - warm_before
+        )
     finally:
         warm_reader.close()
     return measured
 
 
-def _fetch_cpu(reader: BatchReader, timed: list[np.ndarray]) -> float | None:
-    """CPU seconds per request, all the process's threads, for fetching the batches' chunks alone.
+#: The stages of a read that decode what was fetched (`ReadStats.stage_seconds`).
+DECODING = ("hash", "decompress", "parse", "copy")
 
-    The warm rows' CPU includes decoding and verifying each record. Here the
-    warm reader's byte source fetches the same batches' chunks, as a read
-    does, into a scratch buffer, and nothing is decoded: what the requests
-    themselves cost.
+
+def _cpu_per_request_outside_decoding(cpu: float, warm: ReadStats) -> float | None:
+    """CPU seconds per request of the warm reads, less their decoding: what the requests cost.
+
+    `cpu` is the reading process's CPU time (all its threads) over the warm
+    batches and `warm` the warm reader's stats over the same batches; the
+    stages that decode are CPU work on the reader's threads, so what is left
+    is sending the requests and taking in their answers (and the Python
+    around a read, which a warm batch keeps small). None when no request was
+    sent, or when decoding took all of it (the stage times are sampled, so
+    on a tiny pass they can exceed it).
     """
-    from sds_loader import _native
-
-    state = reader.process_state()
-    source, native, addressing = state.source, state.native, state.table
-    if source is None or native is None or addressing is None:
+    stages = warm.stage_seconds
+    left = cpu - sum(stages[name] for name in DECODING)
+    if warm.fetch_requests == 0 or left <= 0:
         return None
-    batches = [_native.chunk_ranges(native, *addressing.locate(ordinals)) for ordinals in timed]
-    scratch = memoryview(bytearray(max((sum(r[2] for r in ranges) for ranges in batches), default=0)))
-    gc.collect()
-    before = source.counters.requests
-    cpu = time.process_time()
-    for ranges in batches:
-        requests, at = [], 0
-        for file, offset, length in ranges:
-            requests.append((file, offset, scratch[at : at + length]))
-            at += length
-        source.fetch(requests)
-    used = time.process_time() - cpu
-    sent = source.counters.requests - before
-    return used / sent if sent else None
+    return left / warm.fetch_requests
 
 
 def _shard_firsts(dataset: sds.Dataset) -> np.ndarray:
@@ -326,7 +344,7 @@ def _stretch_pass(
     batch: int,
     length: int,
     options: _ReaderOptions,
-    counter: _Counter | None,
+    counter: WireCounter | None,
 ) -> dict[str, _StretchRun]:
     """Each order: a new reader opens every shard, then reads `length` records of its order in batches."""
     from sds_loader import BatchReader
@@ -365,36 +383,34 @@ def _stretch_pass(
     return runs
 
 
-def _counting_endpoint(dataset: sds.Dataset) -> tuple[str | None, str]:
-    """(the http:// endpoint to put the proxy in front of, or None; why not, if None)."""
-    from signal_dataset.storage import S3ObjectStore
+def store_at(uri: str, url: str) -> S3ObjectStore:
+    """The S3 store signal_dataset would open `uri` with (its region, credentials, retries),
+    sending its requests to `url` instead: a user's own endpoint, or a proxy in front of one."""
+    from signal_dataset.storage import S3ObjectStore, S3Options, object_store_for
 
-    store = dataset.object_store
-    if type(store) is not S3ObjectStore:
-        return None, f"not counted: the store is a {type(store).__name__}, not signal_dataset's S3 store"
-    # An endpoint not in the store's settings is boto3's from the environment, if any.
-    endpoint = (
-        store.options.endpoint_url
-        or os.environ.get("AWS_ENDPOINT_URL_S3")
-        or os.environ.get("AWS_ENDPOINT_URL")
-    )
-    if not endpoint or not endpoint.startswith("http://"):
-        return None, (
-            f"not counted: the endpoint {endpoint or 'AWS (https)'} is not plain http://, "
-            "which the bench proxy needs"
-        )
-    return endpoint, ""
-
-
-def _store_at(dataset: sds.Dataset, url: str) -> S3ObjectStore:
-    """The dataset's S3 store, pointed at `url` (a proxy in front of its endpoint)."""
-    from signal_dataset.storage import S3ObjectStore
-
-    direct = dataset.object_store
-    assert isinstance(direct, S3ObjectStore)  # _counting_endpoint passes S3 stores only
+    if not uri.startswith("s3://"):
+        raise ValueError(f"--endpoint points an S3 store elsewhere, and {uri} is not in S3 (s3://...)")
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"--endpoint {url!r} is not a URL; give one such as http://127.0.0.1:9000")
+    registered = object_store_for(uri)
+    options = registered.options if isinstance(registered, S3ObjectStore) else S3Options()
     return S3ObjectStore(
-        options=dataclasses.replace(direct.options, endpoint_url=url, addressing_style="path")
+        options=dataclasses.replace(
+            options, endpoint_url=url, addressing_style=options.addressing_style or "path"
+        )
     )
+
+
+def shapes(counter: WireCounter | None) -> bool:
+    """Whether reading through `counter` models a distant store (and so is the timed pass)."""
+    return counter is not None and (counter.latency_ms > 0 or counter.bandwidth is not None)
+
+
+#: Why a run without a counter has no counts on the wire.
+NOT_COUNTED = (
+    "not counted on the wire: the BatchReader rows are the readers' own counts, shard reads only "
+    "(benchmarks/remote_shaped.py counts every request through a proxy)"
+)
 
 
 def run(
@@ -405,15 +421,17 @@ def run(
     requests_in_flight: int | None = None,
     fields: tuple[str, ...] | None = None,
     seed: int = 0,
-    latency_ms: float | None = None,
-    bandwidth: float | None = None,
+    endpoint: str | None = None,
+    counter: WireCounter | None = None,
     stretch: int = STRETCH,
 ) -> RemoteResult:
-    """Time and count the batch rows and the stretch rows; `latency_ms`/`bandwidth` (bytes/s
-    per connection) put the bench proxy between every reader and the endpoint."""
+    """Time and count the batch rows and the stretch rows, every reader reading through
+    `endpoint` (None: the store's own); `counter`, where given, counts on the wire (module
+    docstring)."""
     from sds_loader.storage.s3_source import DEFAULT_REQUESTS_IN_FLIGHT
 
-    dataset = sds.open(uri)
+    direct = store_at(uri, endpoint) if endpoint is not None else None
+    dataset = sds.open(uri, object_store=direct)
     if len(dataset) == 0:
         raise ValueError(f"dataset {uri} holds no records; there is nothing to time")
     instructions = dataset.read_instructions(0, len(dataset))
@@ -428,35 +446,25 @@ def run(
     orders, stretch_note = _stretch_orders(uri, len(dataset), count, length, seed)
     opening = _shard_firsts(dataset)
 
-    shaped = latency_ms is not None or bandwidth is not None
-    endpoint, counted_by = _counting_endpoint(dataset)
-    if shaped and endpoint is None:
-        raise ValueError(
-            f"--latency-ms and --bandwidth-mbps put a proxy in front of the endpoint, and {uri} "
-            f"cannot have one: {counted_by.removeprefix('not counted: ')}"
-        )
-
-    with contextlib.ExitStack() as stack:
-        if shaped:
-            assert endpoint is not None
-            shaper = stack.enter_context(
-                BenchProxy(endpoint, latency_ms=latency_ms or 0.0, bandwidth=bandwidth)
-            )
-            store = _store_at(dataset, shaper.url)
-            counted_by = f"the bench proxy in front of {endpoint}, in the timed pass"
-            measured = _batch_pass(uri, store, warmup, timed, options, shaper)
-            stretches = _stretch_pass(uri, store, orders, opening, count, length, options, shaper)
-            counted, counted_stretches = measured, stretches
-        else:
-            measured = _batch_pass(uri, None, warmup, timed, options, None)
-            stretches = _stretch_pass(uri, None, orders, opening, count, length, options, None)
-            counted, counted_stretches = measured, {}
-            if endpoint is not None:
-                proxy = stack.enter_context(BenchProxy(endpoint))
-                counted_by = f"the bench proxy in front of {endpoint}, on a second pass over the same batches"
-                store = _store_at(dataset, proxy.url)
-                counted = _batch_pass(uri, store, warmup, timed, options, proxy)
-                counted_stretches = _stretch_pass(uri, store, orders, opening, count, length, options, proxy)
+    shaped = shapes(counter)
+    if counter is None:
+        counted_by = NOT_COUNTED
+        measured = _batch_pass(uri, direct, warmup, timed, options, None)
+        stretches = _stretch_pass(uri, direct, orders, opening, count, length, options, None)
+        counted, counted_stretches = measured, {}
+    elif shaped:
+        through = store_at(uri, counter.url)
+        counted_by = f"the proxy at {counter.url}, in the timed pass"
+        measured = _batch_pass(uri, through, warmup, timed, options, counter)
+        stretches = _stretch_pass(uri, through, orders, opening, count, length, options, counter)
+        counted, counted_stretches = measured, stretches
+    else:
+        through = store_at(uri, counter.url)
+        counted_by = f"the proxy at {counter.url}, on a second pass over the same batches"
+        measured = _batch_pass(uri, direct, warmup, timed, options, None)
+        stretches = _stretch_pass(uri, direct, orders, opening, count, length, options, None)
+        counted = _batch_pass(uri, through, warmup, timed, options, counter)
+        counted_stretches = _stretch_pass(uri, through, orders, opening, count, length, options, counter)
 
     def medians(pairs: list[tuple[int, int]]) -> tuple[float | None, float | None]:
         if not pairs:
@@ -468,6 +476,10 @@ def run(
         middle = statistics.median(measured.seconds[name])
         requests, per_record = medians(counted.wire[name])
         reader_requests, reader_per_record = medians(counted.own[name])
+        if counter is None:
+            whose = "the reader's own count" if name != SIGNAL_DATASET else "not counted"
+            note = f"{note}; {whose}".lstrip("; ")
+        fetched = per_record if per_record is not None else reader_per_record
         cpu_per_request = None
         if name == WARM:
             # The timed pass's own requests: the proxy's count when it counted
@@ -481,8 +493,8 @@ def run(
                 batch_seconds=middle,
                 requests_per_batch=requests,
                 bytes_per_record=per_record,
-                x_own_size=None if per_record is None else per_record / record_bytes,
-                note=note if endpoint is not None else f"{note}; {counted_by}".lstrip("; "),
+                x_own_size=None if fetched is None else fetched / record_bytes,
+                note=note,
                 reader_requests_per_batch=reader_requests,
                 reader_bytes_per_record=reader_per_record,
                 cpu_seconds_per_request=cpu_per_request,
@@ -518,8 +530,8 @@ def run(
         requests_in_flight=requests_in_flight or DEFAULT_REQUESTS_IN_FLIGHT,
         rows=rows,
         counted_by=counted_by,
-        latency_ms=latency_ms if shaped else None,
-        bandwidth_bytes_per_s=bandwidth if shaped else None,
+        latency_ms=counter.latency_ms if counter is not None and shaped else None,
+        bandwidth_bytes_per_s=counter.bandwidth if counter is not None and shaped else None,
         stretch_rows=stretch_rows,
         stretch_note=stretch_note,
         ratios=_ratios(rows, stretch_rows),
@@ -575,8 +587,7 @@ def legend(result: RemoteResult) -> str:
             else f"{result.bandwidth_bytes_per_s / 1e6:g} MB/s per connection"
         )
         shaped = (
-            "; every read goes through the shaping proxy: "
-            f"{result.latency_ms or 0:g} ms to first byte, {pace}"
+            f"; every read goes through a shaping proxy: {result.latency_ms or 0:g} ms to first byte, {pace}"
         )
     return (
         f"{result.uri}: {result.records} records, {size(result.record_bytes)} stored per record "
@@ -592,8 +603,8 @@ def text(result: RemoteResult) -> str:
             row.method,
             rate(row.records_per_s),
             f"{row.batch_seconds:.3f}",
-            "-" if row.requests_per_batch is None else f"{row.requests_per_batch:.0f}",
-            "-" if row.bytes_per_record is None else size(row.bytes_per_record),
+            _either(row.requests_per_batch, row.reader_requests_per_batch, lambda n: f"{n:.0f}"),
+            _either(row.bytes_per_record, row.reader_bytes_per_record, size),
             "-" if row.x_own_size is None else f"{row.x_own_size:.2f}",
             row.note
             if row.cpu_seconds_per_request is None
@@ -635,12 +646,18 @@ def text(result: RemoteResult) -> str:
         parts.append(result.stretch_note)
     if result.fetch_cpu_seconds_per_request is not None:
         parts.append(
-            "warm reader, the same batches' chunks fetched alone (not decoded): "
-            f"{result.fetch_cpu_seconds_per_request * 1e6:.0f} us CPU per request"
+            "warm reader, CPU per request outside decoding (less its hash, decompress, parse "
+            f"and copy stages): {result.fetch_cpu_seconds_per_request * 1e6:.0f} us"
         )
     if result.ratios:
         parts.append("\n".join(f"{name}: {value:.2f}x" for name, value in result.ratios.items()))
     return "\n\n".join(parts)
+
+
+def _either(wire: float | None, own: float | None, shown: Callable[[float], str]) -> str:
+    """The count on the wire, else the reader's own, else "-"."""
+    value = wire if wire is not None else own
+    return "-" if value is None else shown(value)
 
 
 def write(result: RemoteResult, out: str) -> str:

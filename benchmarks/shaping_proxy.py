@@ -1,7 +1,10 @@
 """An HTTP proxy on 127.0.0.1 that counts what a reader asks of a store, and can slow it down.
 
-The remote bench counts what each reader asks of the store on the wire
-rather than assuming it: signal_dataset's reader has no counters, and an
+A simulation tool for benchmarks and tests, not part of the installed
+package: benchmarks/remote_shaped.py puts it between `sds-loader bench`'s
+readers and a store (a `WireCounter` of sds_loader.cli.bench.remote), and
+the tests count traffic with it. It counts what each reader asks of the
+store on the wire rather than assuming it: signal_dataset's reader has no counters, and an
 assumption ("it stages whole shards") hides what it also reads (control
 documents, HEADs) and would not notice if it changed. A reader is pointed at
 the proxy by giving its S3 store the proxy's URL as endpoint; every request
@@ -25,8 +28,8 @@ so the proxy can also model the store a user has in mind:
   response's body is released no faster than this, each piece when its last
   byte would have arrived.
 
-It runs in a child process of its own (one asyncio thread, started with
-``python -m``), so that its work is not charged to the reading process whose
+It runs in a child process of its own (one asyncio thread, this file
+started by the interpreter), so that its work is not charged to the reading process whose
 CPU time the bench measures; the counts live in a shared mapping. Plain HTTP
 only: a proxy cannot read a TLS stream without terminating it, and a request
 signed for 127.0.0.1 would not verify at a TLS endpoint under another name.
@@ -95,8 +98,7 @@ class BenchProxy:
             self._process = subprocess.Popen(
                 [
                     sys.executable,
-                    "-m",
-                    __name__,
+                    os.path.abspath(__file__),
                     str(listener.fileno()),
                     str(self._counts_file.fileno()),
                     parsed.hostname,
