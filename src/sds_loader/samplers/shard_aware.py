@@ -51,20 +51,16 @@ A third knob keeps the disk busy while the cores decode:
   drops them in the main process unless it has a node cache, which every
   worker reads (torch/readahead_route.py). The cost is page cache: `readahead` records held
   ahead (32 MiB of 64 KiB records at the defaults). It gains most where
-  decoding is slow: on the development disk a cold epoch of zstd shards
-  went from 1.03-1.10x to 1.52-1.59x of ``shuffle=True``, of uncompressed
-  ones, which the disk paces, from 1.09-1.16x to 1.23-1.30x. One stretch
-  ahead was as fast as two on zstd shards; more bought nothing. 0
-  turns it off. It does not change the order, so a state saved under one
-  `readahead` resumes under another. A dataset without `will_need` (a URI
-  string, another Dataset class) gets no announcements.
+  decoding is slow, since the disk then has the decode's time to read the
+  next runs in (the figures are in docs/benchmarks.md, "ShardAwareSampler
+  and readahead"). 0 turns it off. It does not change the order, so a
+  state saved under one `readahead` resumes under another. A dataset
+  without `will_need` (a URI string, another Dataset class) gets no
+  announcements.
 
-Measured with ``sds-loader bench --loader`` on the development machine's
-virtual disk (2 cores shared with other benchmarks), see the README's
-"Shard-aware shuffling" for the numbers. That disk serves random 64 KiB
-reads, 16 in flight, at about two thirds of the speed of 1 MiB ones, so
-longer runs gain little there: runs of 32 mixed by 8 were no faster than 16
-by 16, and the defaults stay with the better mixing.
+The defaults favour mixing over locality: on a disk that serves many small
+reads in flight nearly as fast as large ones, longer runs gain little
+(``sds-loader bench --loader`` measures it on the machine that trains).
 
 With ``shuffle=False`` the order is the dataset's own: the best locality, no
 mixing (an evaluation pass, say).
