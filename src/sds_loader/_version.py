@@ -5,4 +5,4 @@ scikit-build-core reads it from here into the package metadata (pyproject.toml,
 `sds-loader --version` import it.
 """
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
