@@ -69,26 +69,9 @@ SharedDir OpenRootDir(const std::string& path, std::string* why) {
       return nullptr;
     }
   }
-  if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-    *why = std::string("cannot be created (") + strerror(errno) + ")";
-    return nullptr;
-  }
   // The directories above it are the user's path; the directory itself is
   // not followed if it is a link, as a dataset's root is not.
-  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    *why = errno == ELOOP || errno == ENOTDIR
-               ? std::string("is a link or not a directory")
-               : std::string("cannot be opened (") + strerror(errno) + ")";
-    return nullptr;
-  }
-  auto dir = std::make_shared<const CacheFd>(fd);
-  const std::string reason = UntrustedDirReason(fd);
-  if (!reason.empty()) {
-    *why = reason;
-    return nullptr;
-  }
-  return dir;
+  return OpenDirAt(AT_FDCWD, path, /*create=*/true, why);
 }
 
 int OpenFileAt(int dir, const std::string& name, int flags) {
