@@ -150,11 +150,12 @@ uint64_t NodeCache::usage() { return room_ == nullptr ? 0 : room_->Usage(); }
 
 SharedDir NodeCache::UrlDir(const std::string& url, bool create) {
   std::string why;
-  SharedDir dir = OpenDirAt(objects_->get(), Hex16(HashOf(url)), create, &why);
-  if (dir == nullptr && create && !InfoAt(objects_->get(), Hex16(HashOf(url))).directory) {
+  const std::string name = Hex16(HashOf(url));
+  SharedDir dir = OpenDirAt(objects_->get(), name, create, &why);
+  if (dir == nullptr && create && !InfoAt(objects_->get(), name).directory) {
     // Something else in a directory's place (a link, a FIFO): not the cache's.
-    UnlinkAt(objects_->get(), Hex16(HashOf(url)));
-    dir = OpenDirAt(objects_->get(), Hex16(HashOf(url)), create, &why);
+    UnlinkAt(objects_->get(), name);
+    dir = OpenDirAt(objects_->get(), name, create, &why);
   }
   return dir;
 }
