@@ -27,6 +27,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from cache_readers import settled
 from native_required import _native  # noqa: F401
 from rclone_server import CREDENTIALS
 from repo_paths import SUPPORT
@@ -54,13 +55,6 @@ def read_epoch(reader: sds_loader.BatchReader, uri: str, order: list[int], batch
     for start in range(0, len(order), batch):
         indices = order[start : start + batch]
         assert_batch(uri, reader.read(indices), indices, FIELDS, TARGETS)
-
-
-def settled(reader: sds_loader.BatchReader) -> sds_loader.BatchReader:
-    """`reader` once its node-cache writes (made off the reads' path) are done."""
-    source = reader._state.source
-    assert source is not None and source.wait_readahead(60)
-    return reader
 
 
 def entries(cache: Path) -> list[Path]:

@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from cache_readers import settled
 from native_required import _native  # noqa: F401
 from s3_fixtures import endpoint_options
 from s3_server import FaultProxy
@@ -40,12 +41,6 @@ def read_all(reader: sds_loader.BatchReader, uri: str, batch: int = 12) -> None:
     for start in range(0, 48, batch):
         indices = ALL[start : start + batch]
         assert_batch(uri, reader.read(indices), indices, FIELDS, TARGETS)
-
-
-def settled(reader: sds_loader.BatchReader) -> sds_loader.BatchReader:
-    source = reader._state.source
-    assert source is not None and source.wait_readahead(60)
-    return reader
 
 
 def filled(uri: str, cache: Path) -> sds_loader.BatchReader:

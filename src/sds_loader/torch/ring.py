@@ -45,6 +45,7 @@ import numpy as np
 import torch as _torch
 
 from sds_loader.torch.buffers import PAGE_SIZE, BufferSource, SharedMemorySource
+from sds_loader.torch.worker_processes import alive
 
 #: The header occupies the block's first page, so batch data starts page-aligned.
 HEADER_BYTES = PAGE_SIZE
@@ -252,19 +253,9 @@ def mapped_blocks() -> int:
     return len(_this_registry().blocks)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _forget_dead_workers(registry: _Registry) -> None:
     for token, mapped in list(registry.blocks.items()):
-        if not mapped.held and not _alive(mapped.worker):
+        if not mapped.held and not alive(mapped.worker):
             registry.blocks.pop(token, None)
 
 
@@ -320,5 +311,5 @@ def _release(token: int, refs: list[weakref.ref[np.ndarray]], pending: list[int]
     mapped.held = False
     if mapped.header[_LENT] == lend:
         mapped.header[_LENT] = 0
-    if not _alive(mapped.worker):
+    if not alive(mapped.worker):
         registry.blocks.pop(token, None)

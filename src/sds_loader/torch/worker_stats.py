@@ -26,6 +26,7 @@ import numpy as np
 
 from sds_loader import stage_times
 from sds_loader.read_stats import ReadStats, stage_array
+from sds_loader.torch.worker_processes import alive
 
 #: Workers whose stats one board holds at once (a worker beyond them, every
 #: slot held by a live process, goes uncounted).
@@ -35,18 +36,6 @@ _COUNTS = tuple(f.name for f in dataclasses.fields(ReadStats) if f.name != "_sta
 _INTS = 2 + len(_COUNTS)
 _FLOATS = len(stage_times.STAGES)
 _ATTEMPTS = 1000
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class WorkerStatsBoard:
@@ -87,7 +76,7 @@ class WorkerStatsBoard:
         order = [worker_id % SLOTS, *range(SLOTS)]
         for slot in order:
             owner = int(ints[slot, 1])
-            if owner == pid or not _alive(owner):
+            if owner == pid or not alive(owner):
                 break
         else:
             return  # every slot held by a live worker: this one goes uncounted
