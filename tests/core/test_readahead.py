@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import functools
-import os
 import time
 
 import numpy as np
 import pytest
 import signal_dataset as sds
-from disk_pages import drop_cached_pages
+from disk_pages import drop_cached_pages, page_cached
 from sds_factory import assert_batch, capture, read_chunks, record_chunks, shard_ordinals, write_dataset
 
 from sds_loader import BatchReader
@@ -71,18 +70,6 @@ def test_will_need_refuses_an_ordinal_out_of_range(root) -> None:
     assert reader.will_need([]) == 0
 
 
-def resident(path: str, offset: int) -> bool:
-    """Whether the page holding `offset` is cached: a read that would wait for the disk fails instead."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.preadv(fd, [bytearray(1)], offset, os.RWF_NOWAIT) == 1
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-
-
-@pytest.mark.skipif(not hasattr(os, "RWF_NOWAIT"), reason="needs preadv2(RWF_NOWAIT) to see the page cache")
 def test_hinted_pages_reach_the_page_cache_and_read_back_unchanged(root) -> None:
     owners = shard_ordinals(root)
     path = sorted(owners)[1]
@@ -91,13 +78,13 @@ def test_hinted_pages_reach_the_page_cache_and_read_back_unchanged(root) -> None
     first_record = np.cumsum([0] + [chunk.num_records for chunk in chunks])
     probe = chunks[int(np.searchsorted(first_record, 24, side="right") - 1)].begin + 100
     drop_pages(owners)
-    drop_cached_pages(path, probe)
+    drop_cached_pages(path)
     reader = BatchReader(root, fields=["samples"], targets=["label"])
     assert reader.will_need(ordinals) > 0
     deadline = time.monotonic() + 10
-    while not resident(path, probe) and time.monotonic() < deadline:
+    while not page_cached(path, probe) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert resident(path, probe)
+    assert page_cached(path, probe)
     assert_batch(root, reader.read(ordinals), ordinals, ["samples"], ["label"])
 
 

@@ -244,7 +244,7 @@ def test_a_cold_batch_is_read_with_more_reads_in_flight_than_threads(disk_path):
     del native
     gc.collect()
     for path in table.paths:
-        drop_cached_pages(path, os.path.getsize(path) // 2)
+        drop_cached_pages(path)
     native, table = open_native(root)
     before = tasks()
     cold = native_read(native, table, ordinals, threads=1)
