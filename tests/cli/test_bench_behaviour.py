@@ -79,10 +79,11 @@ def test_builtin_run_says_where_it_caches_and_logs_whole_lines(capsys, tmp_path,
     cache = os.fspath(tmp_path / "cache")
     assert main(["bench", "--cache-dir", cache, "--batch-size", "4", "--batches", "2"]) == 0
     captured = capsys.readouterr()
-    # Two variants of 12 captures of 64 KiB, and 16 short records of 1 KiB for each capture.
+    # Two variants of 12 captures of 64 KiB; 16 short records of 1 KiB and 8 frames of 8 KiB
+    # for each capture: (2 + 1/4 + 1) x 12 x 64 KiB.
     assert (
-        f"writing the built-in dataset (zstd, uncompressed, short-zstd: about 1.77 MB) to {cache}, once"
-        in (captured.err)
+        "writing the built-in dataset (zstd, uncompressed, short-zstd, frames-zstd: about 2.56 MB) "
+        f"to {cache}, once" in captured.err
     )
     assert "--cache-dir or $SDS_LOADER_CACHE_DIR puts it elsewhere" in captured.err
     # stderr is not a terminal here: whole lines, no carriage-return bars.
@@ -96,6 +97,43 @@ def test_builtin_run_says_where_it_caches_and_logs_whole_lines(capsys, tmp_path,
     assert (
         len(said) == 1 and said[0].startswith("the built-in dataset (") and f"is cached in {cache}" in said[0]
     )
+
+
+@pytest.mark.parametrize("variant", ["short-zstd", "frames-zstd"])
+def test_builtin_small_records_read_back_as_their_kind_wrote_them(tmp_path, variant):
+    """Each small-record variant holds its kind's records, byte for byte, as many as it says."""
+    from sds_loader import BatchReader
+
+    kind = builtin.SHORT_RECORDS[variant]
+    [root] = builtin.ensure(3, directory=os.fspath(tmp_path), progress=False, variants=[variant]).values()
+    count = 3 * kind.per_capture
+    assert len(sds_factory.sds.open(root)) == count
+    ordinals = [count - 1, 0, count // 2, 1]
+    batch = BatchReader(root, fields=("samples",), targets=("label", "snr_db")).read(ordinals)
+    assert batch["samples"].dtype == np.dtype(kind.dtype)
+    assert batch["samples"].shape == (len(ordinals), kind.samples, 2)
+    for row, ordinal in enumerate(ordinals):
+        expected = kind.record(ordinal)
+        assert batch["samples"][row].tobytes() == expected.fields["samples"].data.tobytes()
+        assert batch["label"][row] == expected.metadata["label"]
+        assert batch["snr_db"][row] == pytest.approx(expected.metadata["snr_db"])
+    # Noise, not a constant: records differ, and the field fills its dtype's range as noise does.
+    assert batch["samples"][0].tobytes() != batch["samples"][1].tobytes()
+    assert float(np.std(batch["samples"].astype(np.float64))) == pytest.approx(kind.scale, rel=0.1)
+
+
+def test_builtin_frames_hold_the_captures_bytes_in_8_kib_records():
+    """RadioML's 1,024 complex samples as 1024 x 2 float32: 8 KiB, eight to a 64 KiB capture."""
+    frames = builtin.SHORT_RECORDS["frames-zstd"]
+    assert frames.record_bytes == 8192
+    assert frames.per_capture * frames.record_bytes == builtin.CHANNELS * builtin.SAMPLES * 8
+    record = frames.record(7)
+    assert record.fields["samples"].data.shape == (1024, 2)
+    assert record.fields["samples"].data.dtype == np.float32
+    assert [(axis.name, axis.length) for axis in record.fields["samples"].axes] == [("time", 1024), ("iq", 2)]
+    assert set(record.metadata) == {"label", "snr_db"}
+    # The full-size dataset's 32,768 frames fill 256 shards.
+    assert -(-32768 // builtin._per_shard("frames-zstd", 32768)) == 256
 
 
 class _Recording(timing.Runner):

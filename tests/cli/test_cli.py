@@ -344,20 +344,29 @@ def test_bench_builtin_dataset_is_written_once_and_measured_per_variant(capsys, 
     code, out, err = run_cli(capsys, *argv)
     assert code == 0, out + err
     document = json.loads((out_dir / "bench.json").read_text())
-    _check_bench_document(document, ["zstd", "uncompressed", "short-zstd"], records=8)
+    _check_bench_document(document, ["zstd", "uncompressed", "short-zstd", "frames-zstd"], records=8)
     roots = {variant: spec["uri"] for variant, spec in document["datasets"].items()}
     for variant, root in roots.items():
         assert root.startswith(str(tmp_path / "cache" / "sds-loader"))
-        short = variant == "short-zstd"
-        assert len(sds_factory.sds.open(root)) == 12 * (builtin.SHORT_PER_CAPTURE if short else 1)
-    assert document["datasets"]["zstd"]["record_bytes"] == builtin.CHANNELS * builtin.SAMPLES * 8
-    # Short records: 1 KiB each, spread over many shards (at least 16 records a shard when small).
-    assert document["datasets"]["short-zstd"]["record_bytes"] == builtin.SHORT_SAMPLES * 2 * 2
-    assert len(sds_factory.data_shards(roots["short-zstd"])) == 12 * builtin.SHORT_PER_CAPTURE // 16
+    # 12 captures; 16 short records and 8 frames for each.
+    records = {variant: len(sds_factory.sds.open(root)) for variant, root in roots.items()}
+    assert records == {"zstd": 12, "uncompressed": 12, "short-zstd": 192, "frames-zstd": 96}
+    record_bytes = {variant: spec["record_bytes"] for variant, spec in document["datasets"].items()}
+    assert record_bytes == {"zstd": 65536, "uncompressed": 65536, "short-zstd": 1024, "frames-zstd": 8192}
+    # Small records spread over many shards, at least 16 records a shard when the dataset is small.
+    assert len(sds_factory.data_shards(roots["short-zstd"])) == 192 // 16
+    assert len(sds_factory.data_shards(roots["frames-zstd"])) == 96 // 16
     assert document["datasets"]["short-zstd"]["bound"] == "bound_decompress"
+    assert document["datasets"]["frames-zstd"]["bound"] == "bound_decompress"
     assert document["datasets"]["zstd"]["bound"] == "bound_decompress"
     assert document["datasets"]["uncompressed"]["bound"] == "bound_memcpy"
     assert _rows(document, "uncompressed")["bound_decompress"]["status"] == "skipped"
+    # Every variant has its rows in the markdown table and its line in the legend.
+    markdown = (out_dir / "bench.md").read_text()
+    for variant in ("zstd", "uncompressed", "short-zstd", "frames-zstd"):
+        assert markdown.count(f"| {variant} |") == len(ROW_KEYS), variant
+        assert f"\n{variant}: the built-in " in "\n" + out, variant
+    assert "frames-zstd: the built-in frames (96 captures of 1024x2 float32 noise in 6 shards" in out
 
     # Cached: the second run reuses the same files rather than writing them again.
     stamps = {root: os.stat(os.path.join(root, "root.json")).st_mtime_ns for root in roots.values()}

@@ -75,9 +75,11 @@ def parser() -> argparse.ArgumentParser:
         description=(
             "Time reading the same shuffled batches through signal_dataset's own readers, "
             "array_record, BatchReader and the PyTorch adapter, against the bounds of "
-            "decompression and memcpy. Without PATH, times a built-in dataset (4096 "
-            "captures of 2x4096 complex64, as zstd and as uncompressed shards, about 0.5 GB) "
-            "written once to --cache-dir. Prints a table and writes bench.json, bench.md and "
+            "decompression and memcpy. Without PATH, times the built-in datasets, written once "
+            "to --cache-dir (about 0.9 GB): 4096 captures of 2x4096 complex64 (64 KiB) as zstd "
+            "and as uncompressed shards, 65,536 records of 256x2 int16 (1 KiB; short-zstd) and "
+            "32,768 frames of 1024x2 float32 (8 KiB; frames-zstd), each in 256 zstd shards. "
+            "Prints a table and writes bench.json, bench.md and "
             "bench.png to --out. No pass reads a record twice, so a batch size or count "
             "larger than the dataset allows is refused."
         ),

@@ -1,19 +1,24 @@
-"""The built-in benchmark dataset, written once and cached per user.
+"""The built-in benchmark datasets, written once and cached per user.
 
 `sds-loader bench` with no PATH needs datasets that look like the ones the
 loader is for: captures of 2 x 4096 complex64 noise (64 KiB each) with an
 integer label, written through signal_dataset's own writer twice, as the
 default zstd shards and as an uncompressed copy, because the two bound the
 reader differently (decompression against memory bandwidth) and a user with
-either kind wants to see their case; and short captures as real radio
-corpora hold them, RadioML-style records of 256 x 2 int16 (1 KiB) sixteen
-times as many, in 256 zstd shards, where what a reader spends per record and
-per shard, not per byte, decides its speed.
+either kind wants to see their case; and the small records real radio
+corpora mostly hold, where what a reader spends per record and per shard,
+not per byte, decides its speed, each in 256 zstd shards: RadioML-style
+records of 256 x 2 int16 (1 KiB), sixteen for each capture (a quarter of
+the captures' bytes), and RadioML's frames of 1,024 complex samples as
+1024 x 2 float32 (8 KiB), eight for each capture (the captures' bytes),
+the size most radio datasets store. One `ShortRecords` says what each small
+kind holds, so another kind is a line, not another branch.
 
-Writing 2 x 256 MiB takes a few seconds, so the result is cached, keyed by
-every parameter that changes its bytes, in the first of: `--cache-dir`,
-$SDS_LOADER_CACHE_DIR, $XDG_CACHE_HOME/sds-loader, ~/.cache/sds-loader. Half
-a gigabyte is not written anywhere unannounced: `ensure` says where and how
+Writing 2 x 256 MiB of captures, 64 MiB of short records and 256 MiB of
+frames takes some seconds, so the result is cached, keyed by every
+parameter that changes its bytes, in the first of: `--cache-dir`,
+$SDS_LOADER_CACHE_DIR, $XDG_CACHE_HOME/sds-loader, ~/.cache/sds-loader. Close
+to a gigabyte is not written anywhere unannounced: `ensure` says where and how
 much, before writing and when reusing. A dataset is built in a temporary sibling
 directory and renamed into place only when complete, so an interrupted build
 is never mistaken for a cached one.
@@ -25,6 +30,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import signal_dataset as sds
@@ -48,13 +54,59 @@ VARIANTS: dict[str, str | None] = {
     "zstd": None,
     "uncompressed": "group_size:1,uncompressed",
     "short-zstd": None,
+    "frames-zstd": None,
 }
 #: Variant name -> the compression its writer options produce.
-COMPRESSION = {"zstd": "zstd", "uncompressed": "none", "short-zstd": "zstd"}
-#: The short-record variant: this many records for each capture of the others, in SHORT_SHARDS shards.
-SHORT_PER_CAPTURE = 16
-SHORT_SHARDS = 256
-SHORT_SAMPLES = 256
+COMPRESSION = {"zstd": "zstd", "uncompressed": "none", "short-zstd": "zstd", "frames-zstd": "zstd"}
+#: A small dataset's short-record shards keep at least this many records each.
+SHORT_MIN_PER_SHARD = 16
+
+
+@dataclass(frozen=True)
+class ShortRecords:
+    """One kind of small record: `per_capture` of them for each capture of the 64 KiB variants.
+
+    Each record is `samples` x 2 (time, then I and Q, as RadioML stores them)
+    of seeded Gaussian noise in `dtype`, with the label and SNR the captures
+    carry. Counting them per capture keeps `--builtin-records` one knob for
+    every variant; `shards` spreads them as a real corpus of small records is
+    spread, so the per-shard costs show as they would there rather than
+    vanishing into a few large shards.
+    """
+
+    #: How a report names the records ("the built-in short records").
+    noun: str
+    #: Record ids are f"{id_prefix}-{ordinal:08d}".
+    id_prefix: str
+    samples: int
+    dtype: str
+    per_capture: int
+    shards: int
+    #: The noise's standard deviation: integers need a wide one to use more than a few levels.
+    scale: float
+
+    @property
+    def record_bytes(self) -> int:
+        return self.samples * 2 * np.dtype(self.dtype).itemsize
+
+    def record(self, ordinal: int) -> sds.Record:
+        """Record `ordinal`, the same bytes every time (its seed is its ordinal)."""
+        rng = np.random.default_rng(ordinal)
+        data = rng.normal(0.0, self.scale, size=(self.samples, 2)).astype(self.dtype)
+        axes = (sds.Axis("time", self.samples), sds.Axis("iq", 2))
+        return sds.Record(
+            id=f"{self.id_prefix}-{ordinal:08d}",
+            fields={"samples": sds.Field(data, axes=axes)},
+            metadata={"label": ordinal % CLASSES, "snr_db": float(rng.uniform(-5.0, 20.0))},
+        )
+
+
+#: 256 x 2 int16 (1 KiB), sixteen a capture: where per-record costs weigh most.
+SHORT = ShortRecords("short records", "short", 256, "int16", per_capture=16, shards=256, scale=2000.0)
+#: RadioML's frames of 1,024 complex samples as 1024 x 2 float32 (8 KiB), eight a capture.
+FRAMES = ShortRecords("frames", "frame", 1024, "float32", per_capture=8, shards=256, scale=1.0)
+#: The variants of small records, by name; the others hold the 64 KiB captures.
+SHORT_RECORDS: dict[str, ShortRecords] = {"short-zstd": SHORT, "frames-zstd": FRAMES}
 
 
 #: Where the built-in dataset is cached, unless --cache-dir says otherwise.
@@ -100,50 +152,47 @@ def capture(ordinal: int) -> sds.Record:
 
 def short_capture(ordinal: int) -> sds.Record:
     """A short record: 256 x 2 int16 (1 KiB), I and Q of seeded noise, as RadioML stores them."""
-    rng = np.random.default_rng(ordinal)
-    data = rng.normal(0.0, 2000.0, size=(SHORT_SAMPLES, 2)).astype(np.int16)
-    axes = (sds.Axis("time", SHORT_SAMPLES), sds.Axis("iq", 2))
-    return sds.Record(
-        id=f"short-{ordinal:08d}",
-        fields={"samples": sds.Field(data, axes=axes)},
-        metadata={"label": ordinal % CLASSES, "snr_db": float(rng.uniform(-5.0, 20.0))},
-    )
+    return SHORT.record(ordinal)
 
 
 def _variant_count(variant: str, count: int) -> int:
-    return count * SHORT_PER_CAPTURE if variant.startswith("short") else count
+    kind = SHORT_RECORDS.get(variant)
+    return count * kind.per_capture if kind is not None else count
 
 
 def _per_shard(variant: str, count: int) -> int:
-    if variant.startswith("short"):
-        # SHORT_SHARDS shards at full size; a test's small dataset keeps some records a shard.
-        return max(16, count // SHORT_SHARDS)
+    kind = SHORT_RECORDS.get(variant)
+    if kind is not None:
+        # kind.shards shards at full size; a test's small dataset keeps some records a shard.
+        return max(SHORT_MIN_PER_SHARD, count // kind.shards)
     return min(RECORDS_PER_SHARD, max(1, count // 4))
 
 
 def _record_bytes(variant: str) -> int:
-    if variant.startswith("short"):
-        return SHORT_SAMPLES * 2 * np.dtype(np.int16).itemsize
-    return CHANNELS * SAMPLES * np.dtype(np.complex64).itemsize
+    kind = SHORT_RECORDS.get(variant)
+    return kind.record_bytes if kind is not None else CHANNELS * SAMPLES * np.dtype(np.complex64).itemsize
 
 
 def describe(variant: str, root: str) -> str:
     """How a report names one variant of the built-in dataset."""
     count = len(sds.open(root))
     options = VARIANTS[variant] or "signal_dataset's default writer options, zstd"
-    if variant.startswith("short"):
+    kind = SHORT_RECORDS.get(variant)
+    if kind is not None:
         shards = -(-count // _per_shard(variant, count))
         return (
-            f"the built-in short records ({count} captures of {SHORT_SAMPLES}x2 int16 noise "
+            f"the built-in {kind.noun} ({count} captures of {kind.samples}x2 {kind.dtype} noise "
             f"in {shards} shards, {options})"
         )
     return f"the built-in dataset ({count} captures of {CHANNELS}x{SAMPLES} complex64 noise, {options})"
 
 
 def _root(directory: str, variant: str, count: int) -> str:
-    if variant.startswith("short"):
+    kind = SHORT_RECORDS.get(variant)
+    if kind is not None:
+        # The dtype is not in the name: the variant's name already tells the kinds apart.
         return os.path.join(
-            directory, f"bench-v{VERSION}-{_variant_count(variant, count)}x{SHORT_SAMPLES}x2-{variant}"
+            directory, f"bench-v{VERSION}-{_variant_count(variant, count)}x{kind.samples}x2-{variant}"
         )
     return os.path.join(directory, f"bench-v{VERSION}-{count}x{CHANNELS}x{SAMPLES}-{variant}")
 
@@ -165,7 +214,8 @@ def _write(root: str, variant: str, count: int, bar: Progress) -> None:
     writer_options = VARIANTS[variant]
     per_shard = _per_shard(variant, count)
     storage = sds.StorageOptions(writer_options=writer_options) if writer_options else None
-    make = short_capture if variant.startswith("short") else capture
+    kind = SHORT_RECORDS.get(variant)
+    make = kind.record if kind is not None else capture
     step = _record_bytes(variant)  # the bar counts bytes: short records move it fairly
 
     def records(start: int, stop: int) -> Iterator[sds.Record]:

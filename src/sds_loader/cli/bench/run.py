@@ -37,7 +37,7 @@ DEFAULT_RESULTS = "bench-results"
 
 @dataclass
 class BenchConfig:
-    #: A dataset to time; None for the built-in one (both variants).
+    #: A dataset to time; None for the built-in one (every variant of builtin.VARIANTS).
     path: str | None = None
     batch_size: int = 256
     #: Threads for the "all cores" BatchReader row; None for os.cpu_count().
