@@ -1,9 +1,9 @@
 """sds-loader beside other loaders, on the same records, in one run.
 
 The bench's built-in records (64 KiB complex64 captures, zstd and
-uncompressed; 1 KiB int16 captures, zstd) are read once through BatchReader
-and written again in each peer's own format, at the setting a user after
-random access would pick:
+uncompressed; 1 KiB int16 captures and 8 KiB float32 frames, zstd) are read
+once through BatchReader and written again in each peer's own format, at the
+setting a user after random access would pick:
 
 - Hugging Face `datasets`: an Arrow table saved with `save_to_disk`, opened
   memory-mapped with `load_from_disk`, `with_format("numpy")`, read with
@@ -567,11 +567,13 @@ def summarize(paths: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=2048, help="64 KiB captures (x16 short ones)")
+    parser.add_argument(
+        "--records", type=int, default=2048, help="64 KiB captures (x16 short ones, x8 frames)"
+    )
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--batches", type=int, default=8, help="per pass, none read twice")
     parser.add_argument("--passes", type=int, default=3)
-    parser.add_argument("--variants", default="zstd,uncompressed,short-zstd")
+    parser.add_argument("--variants", default="zstd,uncompressed,short-zstd,frames-zstd")
     parser.add_argument("--cache-dir", default=None, help="where the built-in dataset is cached")
     parser.add_argument("--work-dir", default="/tmp/sds-loader-peers", help="the peers' converted copies")
     parser.add_argument("--out", default=None, help="write every row as JSON here")
