@@ -7,7 +7,9 @@ settings, not the store (a spawned process cannot unpickle a client, and
 needs the endpoint even when it came from this process's registry), and the
 shard tables this process built (a few dozen bytes a shard), so that it does
 not read every manifest page again; a forked process finds them in the
-memory it shares with its parent.
+memory it shares with its parent. For a spawned process the tables travel
+beside the pickle, in a file (`spawn_tables` says why: a large pickle holds
+the parent until the child has imported torch).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from signal_dataset.storage import ObjectStore, S3Options
 
+from sds_loader import spawn_tables
 from sds_loader.dataset import adopt_tables, export_tables
 from sds_loader.storage.stores import portable
 
@@ -34,7 +37,7 @@ def outgoing(
     (its state set to None, its store to `portable_store`'s), and the `opened` dataset's tables."""
     state = dict(attributes)
     state.update(left_behind)
-    state[TABLES] = export_tables(opened) if opened is not None else {}
+    state[TABLES] = spawn_tables.parcel(export_tables(opened) if opened is not None else {})
     return state
 
 
@@ -45,7 +48,5 @@ def portable_store(store: ObjectStore | S3Options | None) -> ObjectStore | S3Opt
 
 def incoming(state: dict[str, object]) -> dict[str, object]:
     """The attributes of a pickled `state`, once the shard tables it carries are adopted."""
-    tables = state.pop(TABLES, None)
-    if isinstance(tables, dict):
-        adopt_tables(tables)
+    adopt_tables(spawn_tables.unpack(state.pop(TABLES, None)))
     return state
