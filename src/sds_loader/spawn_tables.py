@@ -34,8 +34,8 @@ import secrets
 import tempfile
 import threading
 from dataclasses import dataclass
-from typing import Any
 from multiprocessing import context as mp_context
+from typing import Any
 
 from sds_loader.storage import private_dir
 
@@ -85,9 +85,13 @@ def unpack(carried: object) -> dict[str, Any]:
     return tables if isinstance(tables, dict) else {}
 
 
+def _folder_path() -> str:
+    return os.path.join(tempfile.gettempdir(), FOLDER)
+
+
 def _folder() -> int | None:
     try:
-        return private_dir.open_root(os.path.join(tempfile.gettempdir(), FOLDER))
+        return private_dir.open_root(_folder_path())
     except private_dir.Refused:
         return None  # the tables then go inline: slower to start, nothing else
 
@@ -117,7 +121,7 @@ def _write(data: bytes) -> TablesFile | None:
             return None
         finally:
             os.close(folder)
-        written = TablesFile(os.path.join(tempfile.gettempdir(), FOLDER, name), digest, len(data))
+        written = TablesFile(os.path.join(_folder_path(), name), digest, len(data))
         if not _written:
             atexit.register(_remove_written)
         _written[digest] = written

@@ -13,19 +13,11 @@ from torch_required import torch  # noqa: F401 - skips this module without torch
 
 import pytest
 import signal_dataset as sds
+from manifest_reads import refuse_manifest_reads
 from sds_factory import write_dataset
 from torch.utils.data import DataLoader
 
 from sds_loader.torch import SDSTorchDataset, collate
-
-
-def refuse_manifest_reads(worker_id: int) -> None:
-    from sds_loader import dataset as addressing
-
-    def built_again(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"worker {worker_id} read the manifests again")
-
-    addressing._build = built_again  # type: ignore[assignment]
 
 
 @pytest.fixture(scope="module")

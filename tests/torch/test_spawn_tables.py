@@ -21,6 +21,7 @@ from multiprocessing import context as mp_context
 
 import pytest
 import signal_dataset as sds
+from manifest_reads import refuse_manifest_reads
 from sds_factory import write_dataset
 from torch.utils.data import DataLoader
 
@@ -29,15 +30,6 @@ from sds_loader.dataset import export_tables
 from sds_loader.torch import SDSTorchDataset, collate
 
 FOLDER = os.path.join(tempfile.gettempdir(), spawn_tables.FOLDER)
-
-
-def refuse_manifest_reads(worker_id: int) -> None:
-    from sds_loader import dataset as addressing
-
-    def built_again(*args: object, **kwargs: object) -> None:
-        raise AssertionError(f"worker {worker_id} read the manifests again")
-
-    addressing._build = built_again  # type: ignore[assignment]
 
 
 @pytest.fixture(scope="module")
