@@ -28,7 +28,7 @@ import sys
 
 from shaping_proxy import BenchProxy
 
-from sds_loader.cli.bench import node_cache, remote
+from sds_loader.cli.bench import cache_epochs, remote
 from sds_loader.cli.bench.run import results_dir
 
 
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     out = results_dir(args.out)
     with BenchProxy(upstream, latency_ms=args.latency_ms, bandwidth=bandwidth) as proxy:
         if args.node_cache is not None:
-            epochs = node_cache.run(
+            epochs = cache_epochs.run(
                 args.uri,
                 cache_dir=args.node_cache,
                 batch_size=args.batch_size,
@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                 endpoint=upstream,
                 counter=proxy,
             )
-            print(node_cache.text(epochs))
-            print(f"\njson: {node_cache.write(epochs, out)}")
+            print(cache_epochs.text(epochs))
+            print(f"\njson: {cache_epochs.write(epochs, out)}")
             return 0
         result = remote.run(
             args.uri,

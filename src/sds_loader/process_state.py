@@ -21,7 +21,7 @@ from sds_loader.dataset import ShardTable, native_unavailable_reason, open_datas
 from sds_loader.fallback import FallbackReader
 from sds_loader.metadata import MetadataShards
 from sds_loader.storage import control_reads, sources
-from sds_loader.storage.node_cache import CacheSettings
+from sds_loader.storage.cache_settings import CacheSettings
 from sds_loader.storage.remote_readahead import RemoteReadahead
 from sds_loader.storage.stores import for_root
 

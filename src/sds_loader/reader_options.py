@@ -19,7 +19,7 @@ from sds_loader.annotations import Annotations
 from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
 from sds_loader.extras import annotation_specs, extra_names, given_labels, names
 from sds_loader.file_budget import default_open_files
-from sds_loader.storage.node_cache import CacheSettings, cache_settings
+from sds_loader.storage.cache_settings import CacheSettings, cache_settings
 from sds_loader.windows import Window
 
 

@@ -41,7 +41,7 @@ from signal_dataset.storage.paths import relative_uri
 
 from sds_loader.shard_names import DIGEST_BYTES, ShardNames
 from sds_loader.storage import private_dir
-from sds_loader.storage.node_cache import warn_once
+from sds_loader.storage.cache_settings import warn_once
 
 #: Bumped when the file's contents change meaning.
 FORMAT = 1

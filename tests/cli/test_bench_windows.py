@@ -1,5 +1,6 @@
 """`sds-loader bench --windows`: the long-capture rows, on a tiny cached dataset."""
 
+import importlib.util
 import os
 import re
 
@@ -60,6 +61,10 @@ def test_bench_windows_writes_long_captures_and_times_every_row(capsys, tmp_path
                 int(found.group(3)),
                 float(found.group(4)),
             )
+    if importlib.util.find_spec("torch") is None:
+        # The shape rows count what a DataLoader delivered, and say so where torch is missing.
+        assert not counted and "batch shapes: skipped" in out, out
+        return
     assert len(counted) == 6, out
     lengths = np.asarray([shapes.length(o) for o in range(shapes.RECORDS)])
     rows = list(counted.values())

@@ -49,6 +49,11 @@ MOVED = {
     "sds_loader.synthetic_bursts": "sds_loader.cli.synthetic_bursts",
     "sds_loader.dataset_shards": "sds_loader.cli.dataset_shards",
     "sds_loader.shared_epoch": "sds_loader.torch.shared_epoch",
+    # 0.4: one name, one thing (node_cache is the native cache, Mixture the dataset).
+    "sds_loader.storage.node_cache": "sds_loader.storage.cache_settings",
+    "sds_loader.cli.bench.node_cache": "sds_loader.cli.bench.cache_epochs",
+    "sds_loader.cli.bench.mixture": "sds_loader.cli.bench.mixture_cost",
+    "sds_loader.samplers.mixture": "sds_loader.samplers.mixture_sampler",
 }
 
 #: Simulation tools that left the installed package for benchmarks/ (0.4).

@@ -37,7 +37,7 @@ from sds_factory import assert_batch, capture, write_dataset
 from signal_dataset.storage import S3ObjectStore
 
 import sds_loader
-from sds_loader.storage.node_cache import CacheSettings, cache_settings, parse_cache_limit
+from sds_loader.storage.cache_settings import CacheSettings, cache_settings, parse_cache_limit
 from sds_loader.storage.s3_source import S3RangeSource
 
 ALL = list(range(48))

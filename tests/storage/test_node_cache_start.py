@@ -29,7 +29,7 @@ from s3_fixtures import endpoint_options
 from s3_server import FaultProxy
 from sds_factory import capture, write_dataset
 
-from sds_loader.storage.node_cache import CacheSettings
+from sds_loader.storage.cache_settings import CacheSettings
 from sds_loader.storage.s3_source import S3RangeSource
 
 SHARDS = 16

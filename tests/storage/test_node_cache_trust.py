@@ -28,7 +28,7 @@ from s3_server import FaultProxy
 from sds_factory import assert_batch
 
 import sds_loader
-from sds_loader.storage.node_cache import CacheSettings
+from sds_loader.storage.cache_settings import CacheSettings
 from sds_loader.storage.s3_source import S3RangeSource
 
 ALL = list(range(48))

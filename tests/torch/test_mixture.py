@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, get_worker_info
 
 from sds_loader import MixedShapesError, Window
 from sds_loader.samplers import MixtureSampler, ShardAwareSampler
-from sds_loader.samplers.mixture import batch_quotas
+from sds_loader.samplers.mixture_sampler import batch_quotas
 from sds_loader.torch import Batch, Mixture, SDSTorchDataset, collate
 
 SIZES = (120, 50)

@@ -310,18 +310,18 @@ def _bench_remote(args: argparse.Namespace) -> int:
         )
     out = results_dir(args.out)  # checked before anything is timed
     if args.node_cache is not None:
-        from sds_loader.cli.bench import node_cache
+        from sds_loader.cli.bench import cache_epochs
 
-        epochs = node_cache.run(
+        epochs = cache_epochs.run(
             args.path,
             cache_dir=args.node_cache,
             batch_size=args.batch_size or 64,
             requests_in_flight=args.requests_in_flight,
             endpoint=args.endpoint,
         )
-        print(node_cache.text(epochs))
+        print(cache_epochs.text(epochs))
         print()
-        print(f"json: {node_cache.write(epochs, out)}")
+        print(f"json: {cache_epochs.write(epochs, out)}")
         return 0
     result = remote.run(
         args.path,
@@ -417,9 +417,9 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         command=shlex.join(["sds-loader", *argv]),
     )
     if args.mixture:
-        from sds_loader.cli.bench import mixture
+        from sds_loader.cli.bench import mixture_cost
 
-        print(mixture.main(config))
+        print(mixture_cost.main(config))
         return 0
     if args.loader:
         from sds_loader.cli.bench import loader

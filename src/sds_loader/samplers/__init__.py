@@ -12,7 +12,7 @@ number of workers.
 from sds_loader.samplers.contract import EpochSampler
 from sds_loader.samplers.length_bucket import LengthBucketSampler
 from sds_loader.samplers.loader_state import sampler_state
-from sds_loader.samplers.mixture import MixtureSampler
+from sds_loader.samplers.mixture_sampler import MixtureSampler
 from sds_loader.samplers.shard_aware import ShardAwareSampler
 
 __all__ = ["EpochSampler", "LengthBucketSampler", "MixtureSampler", "ShardAwareSampler", "sampler_state"]

@@ -40,7 +40,7 @@ from sds_loader.storage.native_range import (
     NativeRangeSource,
     native_settings,
 )
-from sds_loader.storage.node_cache import CacheSettings
+from sds_loader.storage.cache_settings import CacheSettings
 
 if TYPE_CHECKING:
     from sds_loader import _native

@@ -26,7 +26,7 @@ What the native source guarantees (see csrc/sources/object_store_source.h):
   and never raises.
 - Connections belong to one process: a forked child (a DataLoader worker)
   opens its own and never touches the parent's.
-- With `cache` (storage/node_cache.py), what it fetches is written to a
+- With `cache` (storage/cache_settings.py), what it fetches is written to a
   node-local disk cache shared by every process given the same directory,
   and later reads of those bytes are served from there.
 """
@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
-from sds_loader.storage.node_cache import CacheSettings, warn_once
+from sds_loader.storage.cache_settings import CacheSettings, warn_once
 
 if TYPE_CHECKING:
     from sds_loader import _native

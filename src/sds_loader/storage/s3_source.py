@@ -49,7 +49,7 @@ from sds_loader.storage.native_range import (
     NativeRangeSource,
     native_settings,
 )
-from sds_loader.storage.node_cache import CacheSettings
+from sds_loader.storage.cache_settings import CacheSettings
 from sds_loader.storage.s3_client import ClientIdentity
 
 if TYPE_CHECKING:

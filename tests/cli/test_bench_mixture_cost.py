@@ -9,13 +9,13 @@ import re
 import pytest
 
 from sds_loader import cli
-from sds_loader.cli.bench import mixture
+from sds_loader.cli.bench import mixture_cost
 
 
 def test_mixture_bench_prints_and_writes_every_row(
     capsys: pytest.CaptureFixture[str], tmp_path, monkeypatch
 ) -> None:
-    monkeypatch.setattr(mixture, "REPEATS", 1)
+    monkeypatch.setattr(mixture_cost, "REPEATS", 1)
     out_dir = tmp_path / "results"
     argv = [
         "bench",
