@@ -34,14 +34,14 @@ from sds_loader.reader_options import default_threads as default_threads
 from sds_loader.schema import (
     Allocator,
     Schema,
-    adopt,
     allocate,
+    batch_buffers,
     batch_schema,
     probe,
     read_with_retry,
 )
 from sds_loader.storage import sources
-from sds_loader.windows import Window, batch_window_length, normalize_starts, window_crop
+from sds_loader.windows import Window, batch_placement, window_crop
 
 #: More threads than this are never started for one read (the native side takes a C int).
 _MAX_THREADS = 1 << 10
@@ -66,68 +66,43 @@ if hasattr(os, "register_at_fork"):
 class BatchReader:
     """Read batches of SDS records, verified and decoded, into one array per field.
 
-    The native core groups a batch's ordinals by shard and chunk, reads each run
-    of adjacent chunks in one copy (from a mapping of the shard while it is in
-    the page cache, with `preadv` from the disk), checks every hash,
-    decompresses each chunk once however many of its records were asked for,
-    and writes every selected field straight into its row of the output.
-    Python is touched once per batch, not per record.
+    The native core groups a batch's ordinals by shard and chunk, reads each
+    run of adjacent chunks in one copy, checks every hash, decompresses each
+    chunk once however many of its records were asked for, and writes every
+    selected field straight into its row of the output: Python is touched
+    once per batch, not per record (docs/reading.md).
 
-    `fields=None` selects every field of the first record read. `targets` are
-    scalar keys of each record's metadata (such as ``"label"``), returned as
-    int64 when the first record holds an integer or bool and float64 otherwise.
-    `threads` defaults to min(4, CPU count); a DataLoader worker should pass 1,
-    since the workers are already the parallelism.
+    - `fields=None` selects every field of the first record read; `targets`
+      are scalar keys of each record's metadata (int64 when the first record
+      holds an integer or bool, float64 otherwise; strings become classes,
+      see `labels`).
+    - `threads` defaults to min(4, CPU count); a DataLoader worker should
+      pass 1, since the workers are already the parallelism.
+    - `window` (a `Window`) keeps `length` positions of one named axis from
+      a start per row (``read(indices, starts=...)``), so records of
+      different lengths batch together; what a window costs on each kind of
+      shard is in docs/windows.md.
+    - `verify_checksums` is True (every read checks every hash), ``"once"``
+      (each chunk on its first read in this process, while its shard is the
+      same file: see `sds_loader.checksums`) or False.
+    - At most `max_open_files` shards stay open (default: from the process's
+      file limit, see `sds_loader.file_budget`); what each shard's footer and
+      index say is kept for every shard touched (`index_bytes`).
+      `max_chunk_bytes` (default 2 GiB) caps what one chunk or record may
+      decode to, per thread: a damaged shard cannot make the reader
+      allocate more.
+    - Shards in S3 or GCS are read natively through the same plan, as ranged
+      requests, up to `requests_in_flight` at once (default 64);
+      `object_store` is passed to `signal_dataset.open`. `cache_dir` keeps
+      what is fetched on the node's disk, shared by every process given it
+      and bounded by `cache_limit` (docs/node-cache.md).
+    - `annotations`, `extras` and `labels` add what a batch carries beside
+      its fields (docs/annotations.md).
 
-    `window` (a `Window`) keeps `length` positions of one named axis of every
-    selected field that carries it, from a start per index (``read(indices,
-    starts=...)``); records of different lengths along that axis then batch
-    together. What a window costs depends on the shard:
-
-    - uncompressed: only the window's bytes are read (one run per position of
-      the axes before the window's axis), when `verify_checksums` is off or
-      once this process has verified the record's chunk; the first read of a
-      chunk verifies it whole, since a hash covers the whole chunk.
-    - zstd: decompression stops at the window's end. The record's descriptor,
-      stored after the tensors, is then not read: each field's tensor is the
-      one the SafeTensors header shows with the batch's dtype and shape, as
-      signal_dataset names them. Requesting targets, which live in the
-      descriptor, decompresses the whole record.
-    - snappy, brotli, grouped chunks: the whole chunk is decoded as without a
-      window, and only the window is copied.
-
-    `verify_checksums` is True (every read checks every hash), ``"once"``
-    (each chunk is checked on its first read in this process and trusted
-    after while its shard is the same file: see `sds_loader.checksums`) or
-    False (nothing is checked).
-
-    What each shard's footer and index say is kept for every shard touched, a
-    few bytes a record (`index_bytes`), so no shard is parsed twice. At most
-    `max_open_files` shards stay open (a descriptor and a mapping each); the
-    default follows the process's file limit (see `sds_loader.file_budget`).
-    A damaged shard cannot make the reader allocate more than its bytes can
-    decode to; `max_chunk_bytes` (default 2 GiB) caps, besides, what one
-    chunk or record may decode to, per decoding thread.
-
-    Shards in S3 (or any S3-compatible store) are read natively too: the same
-    plan, then only the byte ranges it needs, as ranged GETs, up to
-    `requests_in_flight` at once per read (default 64). The store's
-    settings are signal_dataset's own: `object_store` is passed to
-    `signal_dataset.open`, and by default the store comes from signal_dataset's
-    registry, as it does for `signal_dataset.open(uri)`.
-
-    `cache_dir` keeps what is fetched from S3 or GCS on this machine's disk:
-    later reads of those bytes (the next epoch) are served from there, each
-    64 KiB block's hash checked, and every process given the same directory
-    (DataLoader workers, ranks) shares it, fetching each byte once between
-    them. `cache_limit` (bytes, or a string such as ``"200GB"``) bounds it;
-    by default it may take half the disk's free space. See docs/node-cache.md.
-
-    A reference dataset (a published `DatasetView`) is read natively from the
-    shards its manifests name. Shards the native core cannot read (transposed
-    chunks, stores it has no source for) are served by signal_dataset's reader, in a helper
-    process, with identical results; `stats` counts which path served each
-    record.
+    A reference dataset is read natively from the shards its manifests name.
+    Shards the core cannot read are served by signal_dataset's reader in a
+    helper process, with identical results (docs/formats.md); `stats` counts
+    which path served each record.
     """
 
     def __init__(
@@ -209,17 +184,7 @@ class BatchReader:
             with self._lock:
                 state = self._state
                 if state is None or state.pid != os.getpid():
-                    options = self._options
-                    state = ProcessState(
-                        options.uri,
-                        options.object_store,
-                        options.verify,
-                        options.max_open_files,
-                        options.requests_in_flight,
-                        options.cache,
-                    )
-                    if state.native is not None and options.max_chunk_bytes is not None:
-                        state.native.max_chunk_bytes = options.max_chunk_bytes
+                    state = self._options.open_state()
                     self._state = state
         return state
 
@@ -417,18 +382,7 @@ class BatchReader:
         started = time.perf_counter()  # the stats' "python" stage starts here
         ordinals = normalize(indices, len(self))
         window = self._options.window
-        if starts is not None and window is None:
-            raise ValueError(
-                "starts= places a window, and this reader has none; make it with "
-                "window=sds_loader.Window(axis, length)"
-            )
-        row_starts: np.ndarray | None = None
-        if window is not None:
-            row_starts = (
-                normalize_starts(starts, ordinals.size)
-                if starts is not None
-                else window_crop(window, ordinals, self._record_lengths, seed=0, epoch=0)
-            )
+        row_starts, window_length = batch_placement(window, ordinals, starts, self._record_lengths)
         schema = self._schema
         if schema is None:
             if len(self) == 0:
@@ -437,24 +391,16 @@ class BatchReader:
                 )
             self._announce_first_batch(ordinals)
             schema = self._probe(int(ordinals[0]) if ordinals.size else 0)
-        lengths = self._record_lengths
-        window_length = None if window is None else batch_window_length(window, ordinals, row_starts, lengths)
 
         def buffers(layout: Schema) -> dict[str, np.ndarray]:
-            if window_length is not None:
-                layout = layout.windowed(window_length)
-            if out is not None:
-                return adopt(out, layout, ordinals.size)
-            try:
-                return allocate(layout, ordinals.size, allocator)
-            except (ValueError, MemoryError) as exc:
-                if window_length is None or allocator is not None:
-                    raise
-                raise ValueError(
-                    f"window={window!r} asks for rows of {window_length} positions: a batch of "
-                    f"{ordinals.size} with them cannot be allocated ({exc}); pass a Window of a "
-                    "length the records can hold"
-                ) from None
+            return batch_buffers(
+                layout,
+                ordinals.size,
+                out=out,
+                allocator=allocator,
+                window=window,
+                window_length=window_length,
+            )
 
         def read_as(layout: Schema, since: float) -> dict[str, np.ndarray]:
             arrays = buffers(layout)
@@ -480,32 +426,17 @@ class BatchReader:
     def will_need(self, indices: Iterable[int] | np.ndarray, *, into_cache: bool = False) -> int:
         """Tell the storage that `indices` will be read soon; returns the bytes announced.
 
-        For shards in local files the kernel is asked to start reading the
-        chunks that hold these records (``posix_fadvise(WILLNEED)``, from a
-        native thread of the reader's, since the kernel allocates the pages
-        before it returns) and the call returns at once, so a later `read`
-        of them finds their pages in the page cache, or on their way there.
         Called with the *next* batch while this one decodes, it keeps a cold
-        disk busy instead of idle between batches; `ShardAwareSampler` does
-        so. On a warm cache it costs a page-cache lookup per page. While 64
-        announcements wait for that thread, more are dropped. Whole chunks
-        are announced, also under a window that reads part of one.
-
-        For object storage the announcement goes to a background thread of
-        the reader's, which opens the shards and fetches their chunks into a
-        small cache (32 MiB) that later reads use; the call returns 0 at
-        once, before any request is made. A reader not yet opened in this
-        process (closed, or just forked) drops the announcement rather than
-        open its dataset on the caller's thread. Shards the core cannot read
-        take no hints, and return 0.
-
-        With `into_cache` and a node cache (`cache_dir`), the announced bytes
-        go into the node cache only, not into this reader's memory too: for
-        a process whose announcements serve other processes' reads, such as
-        the main process of a DataLoader whose workers read the batches.
-
-        A hint never raises for a record that cannot be read, nor for a
-        store that cannot be reached: the read of it does.
+        disk or a store busy instead of idle between batches, as
+        `ShardAwareSampler` does. For local shards the kernel is asked, from
+        a native thread, to start reading their chunks; for object storage a
+        background thread fetches them into a small cache that later reads
+        use (the call returns 0 before any request is made). With
+        `into_cache` and a `cache_dir`, the bytes go into the node cache only:
+        for a process whose announcements serve other processes' reads, such
+        as a DataLoader's main process. A hint never raises for a record or a
+        store that cannot be read; the read of it does. docs/reading.md says
+        what each kind of storage does with it and what it costs.
         """
         state = self.opened_state()
         if state is None:

@@ -19,6 +19,7 @@ from sds_loader.annotations import Annotations
 from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
 from sds_loader.extras import annotation_specs, extra_names, given_labels, names
 from sds_loader.file_budget import default_open_files
+from sds_loader.process_state import ProcessState
 from sds_loader.storage.cache_settings import CacheSettings, cache_settings
 from sds_loader.windows import Window
 
@@ -115,3 +116,17 @@ class ReaderOptions:
             labels=given_labels(labels, chosen_targets),
             cache=cache,
         )
+
+    def open_state(self) -> ProcessState:
+        """A reader's state in this process, opened with these settings."""
+        state = ProcessState(
+            self.uri,
+            self.object_store,
+            self.verify,
+            self.max_open_files,
+            self.requests_in_flight,
+            self.cache,
+        )
+        if state.native is not None and self.max_chunk_bytes is not None:
+            state.native.max_chunk_bytes = self.max_chunk_bytes
+        return state

@@ -276,6 +276,36 @@ def adopt(out: Mapping[str, object], schema: Schema, batch: int) -> dict[str, np
     return _checked(out, layout, argument="out=", what="out[{name!r}]")
 
 
+def batch_buffers(
+    layout: Schema,
+    rows: int,
+    *,
+    out: Mapping[str, object] | None,
+    allocator: Allocator | None,
+    window: Window | None,
+    window_length: int | None,
+) -> dict[str, np.ndarray]:
+    """A batch's arrays under `layout`: the caller's `out` checked, else fresh ones.
+
+    With a window, each field holds `window_length` positions of its axis; a
+    length no batch can be allocated for is the window's fault, and said so.
+    """
+    if window_length is not None:
+        layout = layout.windowed(window_length)
+    if out is not None:
+        return adopt(out, layout, rows)
+    try:
+        return allocate(layout, rows, allocator)
+    except (ValueError, MemoryError) as exc:
+        if window_length is None or allocator is not None:
+            raise
+        raise ValueError(
+            f"window={window!r} asks for rows of {window_length} positions: a batch of "
+            f"{rows} with them cannot be allocated ({exc}); pass a Window of a "
+            "length the records can hold"
+        ) from None
+
+
 def _checked(
     buffers: Mapping[str, object],
     layout: dict[str, tuple[tuple[int, ...], np.dtype]],

@@ -184,6 +184,33 @@ def batch_window_length(
     return window.batch_length(lengths - starts, ordinals)
 
 
+def batch_placement(
+    window: Window | None,
+    ordinals: np.ndarray,
+    starts: Iterable[int] | np.ndarray | None,
+    lengths_of: Callable[[np.ndarray], np.ndarray],
+) -> tuple[np.ndarray | None, int | None]:
+    """Where a batch's window sits: each row's start and the batch's window length.
+
+    `starts` as `BatchReader.read` takes them (None: the crop's, with seed 0
+    and epoch 0). Without a window both are None, and `starts` is refused,
+    since it could only be a mistake.
+    """
+    if window is None:
+        if starts is not None:
+            raise ValueError(
+                "starts= places a window, and this reader has none; make it with "
+                "window=sds_loader.Window(axis, length)"
+            )
+        return None, None
+    row_starts = (
+        normalize_starts(starts, ordinals.size)
+        if starts is not None
+        else window_crop(window, ordinals, lengths_of, seed=0, epoch=0)
+    )
+    return row_starts, batch_window_length(window, ordinals, row_starts, lengths_of)
+
+
 def crop_starts(
     crop: str,
     window_length: int | None,

@@ -66,6 +66,7 @@ def test_a_store_with_credentials_of_its_own_refuses_to_pickle_and_says_why(
     gcs_server, gcs_dataset, no_environment_identity
 ) -> None:
     import torch_required  # noqa: F401 - skips this test without torch
+
     from google.oauth2.credentials import Credentials
 
     from sds_loader.torch import SDSTorchDataset

@@ -34,13 +34,13 @@ from urllib.parse import quote
 import signal_dataset as sds
 from signal_dataset.storage.paths import gcs_parts
 
+from sds_loader.storage.cache_settings import CacheSettings
 from sds_loader.storage.native_range import (
     DEFAULT_REQUESTS_IN_FLIGHT,
     READAHEAD_BYTES,
     NativeRangeSource,
     native_settings,
 )
-from sds_loader.storage.cache_settings import CacheSettings
 
 if TYPE_CHECKING:
     from sds_loader import _native

@@ -38,6 +38,7 @@ from urllib.parse import quote, urlsplit
 from signal_dataset.storage.backends.s3 import S3Options
 from signal_dataset.storage.paths import s3_parts
 
+from sds_loader.storage.cache_settings import CacheSettings
 from sds_loader.storage.native_range import (
     CREDENTIALS_CHECK_SECONDS,
     DEFAULT_REQUESTS_IN_FLIGHT,
@@ -49,7 +50,6 @@ from sds_loader.storage.native_range import (
     NativeRangeSource,
     native_settings,
 )
-from sds_loader.storage.cache_settings import CacheSettings
 from sds_loader.storage.s3_client import ClientIdentity
 
 if TYPE_CHECKING:

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 import signal_dataset as sds
 from signal_dataset.storage import GCSObjectStore, S3ObjectStore
 
+from sds_loader.storage.cache_settings import CacheSettings
 from sds_loader.storage.gcs_source import GcsRangeSource, credentials_of, options_of
 from sds_loader.storage.native_range import DEFAULT_REQUESTS_IN_FLIGHT, NativeRangeSource
-from sds_loader.storage.cache_settings import CacheSettings
 from sds_loader.storage.s3_client import identity_of
 from sds_loader.storage.s3_source import S3RangeSource
 
