@@ -10,8 +10,8 @@ both; a reader that is slow of itself moves only the ratio.
 Two halves, for each dataset given:
 
 - **processes**: PROCESSES fresh interpreters, one after another, each
-  opening a reader, reading one untimed batch (its shards opened), then one
-  seeded shuffled pass timed, with its reference;
+  opening a reader, reading a seeded shuffled pass untimed (its shards
+  opened), then the same pass timed, with its reference;
 - **readers**: READERS fresh readers made one after another in this process,
   each the same way.
 
@@ -73,7 +73,8 @@ def one_read(root: str, batches: list[np.ndarray], reference: Reference) -> dict
     """A fresh reader's timed pass, between two references."""
     before = reference.rate()
     reader = sds_loader.BatchReader(root, threads=1)
-    reader.read(batches[0])
+    for batch in batches:
+        reader.read(batch)  # untimed: every shard of the pass opened, as for the rest of its life
     started = time.perf_counter()
     for batch in batches:
         reader.read(batch)
