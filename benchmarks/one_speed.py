@@ -38,6 +38,7 @@ import signal_dataset as sds
 
 import sds_loader
 from sds_loader.cli import native_tools
+from sds_loader.cli.bench.bounds import batch_payloads
 from sds_loader.dataset import shard_table
 
 
@@ -53,14 +54,7 @@ class Reference:
         payloads = native_tools.function("chunk_payloads")
         self.decompress = native_tools.function("bound_decompress")
         table = shard_table(sds.open(root))
-        self.items: list[object] = []
-        for batch in batches:
-            files, locals_ = table.locate(batch)
-            unique: dict[tuple[str, bytes], object] = {}
-            for file in np.unique(files).tolist():
-                for payload in payloads(table.paths[file], locals_[files == file].tolist()):
-                    unique.setdefault((payload[0], payload[1]), payload)
-            self.items.extend(unique.values())
+        self.items = [item for batch in batches for item in batch_payloads(table, payloads, batch)]
         self.records = sum(batch.size for batch in batches)
         self.rows = max(batch.size for batch in batches)
 

@@ -35,6 +35,20 @@ MIN_CALL_SECONDS = 0.02
 MAX_REPEATS = 64
 
 
+def batch_payloads(table: Any, payloads: Any, batch: np.ndarray) -> list[Any]:
+    """The compressed payloads `bound_decompress` takes for `batch`, from `chunk_payloads`.
+
+    A chunk of several records is decompressed once per batch, as the reader
+    does; with one record per chunk nothing is dropped here.
+    """
+    files, locals_ = table.locate(batch)
+    unique: dict[tuple[str, bytes], Any] = {}
+    for file in np.unique(files).tolist():
+        for payload in payloads(table.paths[file], locals_[files == file].tolist()):
+            unique.setdefault((payload[0], payload[1]), payload)
+    return list(unique.values())
+
+
 class _Bound(Runner):
     def __init__(self, plan: Plan) -> None:
         from sds_loader.dataset import shard_table
@@ -98,13 +112,7 @@ class _Decompress(_Bound):
         self.decompress = native_tools.function("bound_decompress")
 
     def gather(self, batch: np.ndarray) -> list[Any]:
-        # A chunk of several records is decompressed once per batch, as the
-        # reader does; with one record per chunk nothing is dropped here.
-        unique: dict[tuple[str, bytes], tuple[str, bytes, int]] = {}
-        for path, records in self._groups(batch):
-            for payload in self.payloads(path, records):
-                unique.setdefault((payload[0], payload[1]), payload)
-        return list(unique.values())
+        return batch_payloads(self.table, self.payloads, batch)
 
     def size_of(self, item: tuple[str, bytes, int]) -> int:
         return len(item[1])
