@@ -275,9 +275,14 @@ class ShardTable:
     root: str = ""
 
     def locate(self, ordinals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(file index, record offset in that file) for each ordinal, in order."""
-        run = np.searchsorted(self.starts, ordinals, side="right") - 1
-        return self.files[run], self.skips[run] + (ordinals - self.starts[run])
+        """(file index, record offset in that file) for each ordinal, in order.
+
+        IndexError for an ordinal outside the table (callers pass ordinals
+        already checked against the dataset, `indices.normalize`).
+        """
+        from sds_loader import _native
+
+        return _native.locate_ordinals(self.starts, self.skips, self.files, ordinals)
 
     def native(
         self, verify_checksums: bool | str, max_open_files: int, source: NativeRangeSource | None
