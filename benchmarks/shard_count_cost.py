@@ -4,8 +4,9 @@ Writes (once, under DIR) 160,000 records of 1 KiB int16 captures twice: as
 `many_shards`' 10,000 shards of 16 (16 written by signal_dataset's writer,
 the rest hard links to them under names of their own) and as 4 shards of
 40,000 written by signal_dataset's writer. One reader of each (one thread)
-reads a seeded shuffled pass of the whole dataset in batches of 256: a first
-pass, in which the reader opens every shard, then --rounds warm passes,
+reads a seeded shuffled pass of the whole dataset in batches of 256 (the
+page cache warmed by another reader first): a first pass, in which the
+reader opens every shard, then --rounds warm passes,
 taking turns between the two readers so that a slow moment of the machine
 slows both. Prints microseconds a record (median and range), the stage
 times, and the ratio of the two.
@@ -31,15 +32,6 @@ RECORDS = 160_000
 FEW = 4
 
 
-def record(ordinal: int) -> sds.Record:
-    samples = np.random.default_rng(ordinal).integers(-2000, 2000, many_shards.SAMPLES, dtype=np.int16)
-    return sds.Record(
-        id=f"capture-{ordinal:09d}",
-        fields={"samples": sds.Field(samples, axes=(sds.Axis("time", many_shards.SAMPLES),))},
-        metadata={"label": ordinal % 4},
-    )
-
-
 def ensure(directory: Path) -> dict[str, str]:
     many = directory / f"shard-count-{RECORDS // many_shards.RECORDS_PER_SHARD}"
     few = directory / f"shard-count-{FEW}"
@@ -51,7 +43,7 @@ def ensure(directory: Path) -> dict[str, str]:
         few.mkdir(parents=True, exist_ok=True)
         per = RECORDS // FEW
         shards = [
-            sds.write_shard((record(s * per + k) for k in range(per)), str(few), work_id=f"w{s}")
+            sds.write_shard((many_shards.capture(s * per + k) for k in range(per)), str(few), work_id=f"w{s}")
             for s in range(FEW)
         ]
         sds.publish(str(few), shards, dataset_id="shard-count", snapshot_id="v1")
@@ -70,6 +62,10 @@ def main() -> None:
     batches = [order[k : k + args.batch_size] for k in range(0, RECORDS, args.batch_size)]
     readers, first = {}, {}
     for name, root in roots.items():
+        warming = sds_loader.BatchReader(root, threads=1)
+        for batch in batches:
+            warming.read(batch)  # the page cache warm, so that the first pass times opening alone
+        warming.close()
         reader = sds_loader.BatchReader(root, threads=1)
         started = time.perf_counter()
         for batch in batches:
@@ -80,13 +76,13 @@ def main() -> None:
     stages: dict[str, list[dict[str, float]]] = {name: [] for name in roots}
     for _ in range(args.rounds):
         for name, reader in readers.items():
-            before = reader.stats.stage_seconds
+            before = reader.stats.snapshot()
             started = time.perf_counter()
             for batch in batches:
                 reader.read(batch)
             warm[name].append((time.perf_counter() - started) / RECORDS * 1e6)
-            after = reader.stats.stage_seconds
-            stages[name].append({k: (v - before.get(k, 0.0)) / RECORDS * 1e6 for k, v in after.items()})
+            seconds = (reader.stats.snapshot() - before).stage_seconds
+            stages[name].append({stage: value / RECORDS * 1e6 for stage, value in seconds.items()})
     for name in roots:
         times = warm[name]
         median = {k: statistics.median(s[k] for s in stages[name]) for k in stages[name][0]}

@@ -38,15 +38,15 @@ def measure(root: str, batch_size: int, rounds: int, records: int) -> None:
     stages: list[dict[str, float]] = []
     for _ in range(rounds):
         before = reference.rate()
-        seconds_before = reader.stats.stage_seconds
+        stats_before = reader.stats.snapshot()
         started = time.perf_counter()
         for batch in batches:
             reader.read(batch)
         rate = count / (time.perf_counter() - started)
-        seconds_after = reader.stats.stage_seconds
+        seconds = (reader.stats.snapshot() - stats_before).stage_seconds
         pace = (before + reference.rate()) / 2
         ratios.append(rate / pace)
-        stages.append({k: (v - seconds_before.get(k, 0.0)) / count * 1e6 for k, v in seconds_after.items()})
+        stages.append({stage: value / count * 1e6 for stage, value in seconds.items()})
         print(f"    {rate:9,.0f} records/s, bound {pace:9,.0f}: ratio {ratios[-1]:.3f}", flush=True)
     reader.close()
     median = {stage: statistics.median(round_[stage] for round_ in stages) for stage in stages[0]}

@@ -46,19 +46,10 @@ def normalize(indices: Iterable[int] | np.ndarray, length: int) -> np.ndarray:
         raise TypeError(f"indices must be integers; got an array of {array.dtype}")
     if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
         raise IndexError(f"index {int(array.max())} is out of range for {length} records")
-    ordinals = array.astype(np.int64, copy=True)
-    if ordinals.size and 0 <= ordinals.min() and ordinals.max() < length:
-        return ordinals  # the usual batch: two reductions instead of three masks
-    negative = ordinals < 0
-    ordinals[negative] += length
-    bad = (ordinals < 0) | (ordinals >= length)
-    if bad.any():
-        first = int(array[np.argmax(bad)])
-        raise IndexError(
-            f"index {first} is out of range for a dataset of {length} records "
-            f"(valid: {-length} to {length - 1})"
-        )
-    return ordinals
+    from sds_loader import _native
+
+    # Every value now fits int64 unchanged, so the native pass names the same index.
+    return _native.checked_ordinals(array.astype(np.int64, copy=False), length)
 
 
 def _plain_int64(indices: object) -> np.ndarray | None:

@@ -1,8 +1,9 @@
 """A batch's ordinals are checked and located natively, as numpy would have.
 
-`indices.normalize` sends a plain 1-D int64 array through one native pass
-and everything else through its Python checks; both must give the same
-ordinals and the same errors. `ShardTable.locate` searches the table's runs
+`indices.normalize` sends a plain 1-D int64 array, or a list or tuple of
+plain ints, straight to one native pass, and everything else through its
+type checks first; every way in must give the same ordinals and the same
+errors. `ShardTable.locate` searches the table's runs
 natively; it must agree with numpy's search over real tables (one run per
 shard, and a view's, where one file holds several runs) and refuse an
 ordinal outside the table instead of reading past it.
@@ -25,7 +26,7 @@ LENGTH = 37
 
 
 def python_path(batch: np.ndarray, length: int) -> np.ndarray:
-    """The same batch through normalize's Python checks (an int32 array never takes the native pass)."""
+    """The same batch through normalize's type checks first (an int32 array is not passed straight on)."""
     return indices.normalize(batch.astype(np.int32), length)
 
 
@@ -35,7 +36,7 @@ def numpy_locate(table: addressing.ShardTable, ordinals: np.ndarray) -> tuple[np
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_int64_batches_normalize_as_the_python_checks_do(seed: int) -> None:
+def test_int64_batches_normalize_as_other_integer_arrays_do(seed: int) -> None:
     batch = np.random.default_rng(seed).integers(-LENGTH, LENGTH, size=64, dtype=np.int64)
     native = indices.normalize(batch, LENGTH)
     assert native.dtype == np.int64
@@ -82,14 +83,18 @@ def test_a_strided_int64_batch_is_read_by_its_strides() -> None:
 
 
 @pytest.mark.parametrize("bad", [LENGTH, -LENGTH - 1, 2**62, -(2**63), 2**63 - 1])
-def test_an_index_out_of_range_fails_with_the_python_checks_message(bad: int) -> None:
+def test_an_index_out_of_range_fails_naming_it_on_every_way_in(bad: int) -> None:
     batch = np.asarray([0, 5, bad, LENGTH + 10], dtype=np.int64)
-    with pytest.raises(IndexError) as native:
-        indices.normalize(batch, LENGTH)
-    with pytest.raises(IndexError) as python:
-        indices.normalize(batch.tolist(), LENGTH)
-    assert str(native.value) == str(python.value)
-    assert f"index {bad} is out of range for a dataset of {LENGTH} records" in str(native.value)
+    message = (
+        f"index {bad} is out of range for a dataset of {LENGTH} records (valid: {-LENGTH} to {LENGTH - 1})"
+    )
+    ways_in = [batch, batch.tolist(), tuple(batch.tolist()), [np.int64(i) for i in batch.tolist()]]
+    if -(2**31) <= bad < 2**31:
+        ways_in.append(batch.astype(np.int32))
+    for indices_given in ways_in:
+        with pytest.raises(IndexError) as raised:
+            indices.normalize(indices_given, LENGTH)
+        assert str(raised.value) == message
 
 
 def test_an_empty_dataset_refuses_every_index_and_accepts_an_empty_batch() -> None:

@@ -32,27 +32,35 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import signal_dataset as sds
 
 RECORDS_PER_SHARD = 16
 SAMPLES = 512  # int16: 1 KiB a record
 WRITTEN = 16  # shards written by signal_dataset's writer; the rest link to them
 
 
-def write(root: Path, shards: int) -> None:
+def capture(ordinal: int) -> sds.Record:
+    """Record `ordinal` of the dataset: 1 KiB of int16 samples, seeded by the ordinal, and a label."""
     import numpy as np
     import signal_dataset as sds
 
-    def record(ordinal: int) -> sds.Record:
-        samples = np.random.default_rng(ordinal).integers(-2000, 2000, SAMPLES, dtype=np.int16)
-        return sds.Record(
-            id=f"capture-{ordinal:09d}",
-            fields={"samples": sds.Field(samples, axes=(sds.Axis("time", SAMPLES),))},
-            metadata={"label": ordinal % 4},
-        )
+    samples = np.random.default_rng(ordinal).integers(-2000, 2000, SAMPLES, dtype=np.int16)
+    return sds.Record(
+        id=f"capture-{ordinal:09d}",
+        fields={"samples": sds.Field(samples, axes=(sds.Axis("time", SAMPLES),))},
+        metadata={"label": ordinal % 4},
+    )
+
+
+def write(root: Path, shards: int) -> None:
+    import signal_dataset as sds
 
     written = [
         sds.write_shard(
-            (record(s * RECORDS_PER_SHARD + k) for k in range(RECORDS_PER_SHARD)),
+            (capture(s * RECORDS_PER_SHARD + k) for k in range(RECORDS_PER_SHARD)),
             str(root),
             work_id=f"w{s:07d}",
         )
