@@ -2,14 +2,17 @@
 
 None of it may cross a fork or a pickle: descriptors, mappings, connections,
 threads and the fallback's helper process belong to the process that made
-them. A `BatchReader` keeps only its settings and makes a `ProcessState` on
-first use in each process (the parent, each forked or spawned worker), so a
+them. A `BatchReader` keeps only its settings, and its `PerProcess` makes a
+`ProcessState` on first use in each process (the parent, each forked or spawned worker), so a
 reader made before `DataLoader` starts its workers is safe to hand them.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from signal_dataset.storage import ObjectStore, S3Options
@@ -132,3 +135,59 @@ class ProcessState:
         if self._metadata is not None:
             self._metadata.close()
         self.fallback.close()
+
+
+#: Every live holder, so that a forked child can give each a fresh lock.
+_HOLDERS: weakref.WeakSet[PerProcess] = weakref.WeakSet()
+
+
+def _fresh_locks_after_fork() -> None:
+    # A thread of the parent may have held a holder's lock (opening its
+    # dataset) at the instant of the fork; that thread does not exist in the
+    # child, so the copy of its lock would never be released.
+    for holder in list(_HOLDERS):
+        holder._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_locks_after_fork)
+
+
+class PerProcess:
+    """A reader's `ProcessState` in the process using it, opened there on first use.
+
+    A forked child finds its parent's state and opens its own; a pickle
+    carries none of it (the reader pickles what travels, `pickled_state`).
+    """
+
+    def __init__(self) -> None:
+        self._state: ProcessState | None = None
+        self._lock = threading.Lock()
+        _HOLDERS.add(self)
+
+    def get(self, open_state: Callable[[], ProcessState]) -> ProcessState:
+        """This process's state, opened by `open_state` if this process has none yet."""
+        state = self._state
+        if state is None or state.pid != os.getpid():
+            with self._lock:
+                state = self._state
+                if state is None or state.pid != os.getpid():
+                    state = self._state = open_state()
+        return state
+
+    def opened(self, *, inherited: bool = False) -> ProcessState | None:
+        """This process's state if open (never opening it); with `inherited`, a forked parent's too."""
+        state = self._state
+        if state is None or (state.pid != os.getpid() and not inherited):
+            return None
+        return state
+
+    def close(self) -> None:
+        """Close this process's state; a later `get` opens another."""
+        with self._lock:
+            state, self._state = self._state, None
+        if state is not None and state.pid == os.getpid():
+            state.close()
+
+    def __reduce__(self) -> tuple[type[PerProcess], tuple[()]]:
+        return (PerProcess, ())

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 import time
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -27,40 +25,16 @@ from sds_loader.dataset import ShardTable
 from sds_loader.errors import MixedShapesError, SchemaMismatch
 from sds_loader.extras import BatchExtras, Labels, names
 from sds_loader.indices import normalize, normalize_one
-from sds_loader.process_state import ProcessState
+from sds_loader.process_state import PerProcess, ProcessState
 from sds_loader.read_stats import ReadStats
 from sds_loader.reader_options import ReaderOptions, checked_threads
 from sds_loader.reader_options import default_threads as default_threads
-from sds_loader.schema import (
-    Allocator,
-    Schema,
-    allocate,
-    batch_buffers,
-    batch_schema,
-    probe,
-    read_with_retry,
-)
+from sds_loader.schema import Allocator, Layouts, Schema, allocate, batch_buffers
 from sds_loader.storage import sources
 from sds_loader.windows import Window, batch_placement, window_crop
 
 #: More threads than this are never started for one read (the native side takes a C int).
 _MAX_THREADS = 1 << 10
-
-
-#: Every live reader, so that a forked child can give each a fresh lock.
-_READERS: weakref.WeakSet[BatchReader] = weakref.WeakSet()
-
-
-def _fresh_locks_after_fork() -> None:
-    # A thread of the parent may have held a reader's lock (opening its
-    # dataset) at the instant of the fork; that thread does not exist in the
-    # child, so the copy of its lock would never be released.
-    for reader in list(_READERS):
-        reader._lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_fresh_locks_after_fork)
 
 
 class BatchReader:
@@ -143,12 +117,12 @@ class BatchReader:
         )
         self._options = options
         self._threads = options.threads
-        self._schema: Schema | None = None
-        self._lock = threading.Lock()
-        _READERS.add(self)
-        self._state: ProcessState | None = None
+        self._here = PerProcess()
         self.stats = ReadStats()
         self._labels = Labels(options.targets, options.labels)
+        self._layouts = Layouts(
+            uri=options.uri, fields=options.fields, window=options.window, labels=self._labels
+        )
         self._extras = BatchExtras(options.annotations, self._labels, options.extras, options.window)
         self._check_names()
         if options.annotations:
@@ -172,21 +146,14 @@ class BatchReader:
             # storage, all in one round trip and without reading record 0).
             return
         try:
-            self._schema = self._probe(0)
+            self._layouts.known(self._process(), 0, self._fetched)
         except CorruptDatasetError:
             pass
 
     # -- this process's state (dataset_protocol.ProcessLocal) -----------------
 
     def _process(self) -> ProcessState:
-        state = self._state
-        if state is None or state.pid != os.getpid():
-            with self._lock:
-                state = self._state
-                if state is None or state.pid != os.getpid():
-                    state = self._options.open_state()
-                    self._state = state
-        return state
+        return self._here.get(self._options.open_state)
 
     def process_state(self) -> ProcessState:
         """This process's open dataset, shards, source and native reader, opened on first use."""
@@ -199,10 +166,7 @@ class BatchReader:
         only to look at what it learnt (the shard tables a pickle carries),
         never to read through, since its descriptors are the parent's.
         """
-        state = self._state
-        if state is None or (state.pid != os.getpid() and not inherited):
-            return None
-        return state
+        return self._here.opened(inherited=inherited)
 
     def shard_table(self) -> ShardTable | None:
         """Where this process's reader finds each record (None when signal_dataset reads them all).
@@ -239,8 +203,6 @@ class BatchReader:
         return pickled_state.outgoing(
             self.__dict__,
             left_behind={
-                "_state": None,
-                "_lock": None,
                 "_options": dataclasses.replace(options, object_store=pickled_state.portable_store(store)),
             },
             opened=state.dataset if state is not None else None,
@@ -248,8 +210,6 @@ class BatchReader:
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(pickled_state.incoming(state))
-        self._lock = threading.Lock()
-        _READERS.add(self)
 
     # -- public surface -----------------------------------------------------
 
@@ -299,11 +259,9 @@ class BatchReader:
     @property
     def schema(self) -> Schema:
         """The layout of the last batch read (probing the first record if none was)."""
-        if self._schema is None:
-            if len(self) == 0:
-                raise ValueError(f"dataset {self.uri} holds no records")
-            self._schema = self._probe(0)
-        return self._schema
+        if self._layouts.last is None and len(self) == 0:
+            raise ValueError(f"dataset {self.uri} holds no records")
+        return self._layouts.known(self._process(), 0, self._fetched)
 
     @property
     def labels(self) -> Mapping[str, tuple[str, ...]]:
@@ -319,10 +277,7 @@ class BatchReader:
         A later read opens them again, so closing is always safe; a read in
         flight on another thread fails with StorageError rather than hang.
         """
-        with self._lock:
-            state, self._state = self._state, None
-        if state is not None and state.pid == os.getpid():
-            state.close()
+        self._here.close()
 
     def __repr__(self) -> str:
         return (
@@ -345,7 +300,7 @@ class BatchReader:
                 for name, array in batch.items()
                 if not name.endswith(".offsets") or name not in ragged
             }
-        schema = self._probe(ordinal)
+        schema = self._layouts.probe(self._process(), ordinal, self._fetched)
         arrays = allocate(schema, 1)
         try:
             self._read_into(np.asarray([ordinal], dtype=np.int64), schema, arrays)
@@ -383,17 +338,16 @@ class BatchReader:
         ordinals = normalize(indices, len(self))
         window = self._options.window
         row_starts, window_length = batch_placement(window, ordinals, starts, self._record_lengths)
-        schema = self._schema
-        if schema is None:
-            if len(self) == 0:
+        state = self._process()
+        if self._layouts.last is None:
+            if len(state.dataset) == 0:
                 raise ValueError(
                     f"dataset {self.uri} holds no records, so a batch of it has no fields to return"
                 )
-            self._announce_first_batch(ordinals)
-            schema = self._probe(int(ordinals[0]) if ordinals.size else 0)
+            batch_read.announce_first_batch(state, ordinals, self._stats)
 
-        def buffers(layout: Schema) -> dict[str, np.ndarray]:
-            return batch_buffers(
+        def read_as(layout: Schema, since: float) -> dict[str, np.ndarray]:
+            arrays = batch_buffers(
                 layout,
                 ordinals.size,
                 out=out,
@@ -401,26 +355,19 @@ class BatchReader:
                 window=window,
                 window_length=window_length,
             )
-
-        def read_as(layout: Schema, since: float) -> dict[str, np.ndarray]:
-            arrays = buffers(layout)
-            self._read_into(ordinals, layout, arrays, row_starts, batches=1, started=since)
+            if ordinals.size:
+                self._read_into(ordinals, layout, arrays, row_starts, batches=1, started=since)
             return arrays
 
         if ordinals.size == 0:
-            arrays = buffers(schema)
+            arrays = read_as(self._layouts.known(state, 0, self._fetched), started)
         else:
-            schema, arrays = read_with_retry(
-                schema,
-                started,
-                read_as,
-                uniform=lambda: batch_schema(self._probe, ordinals),
-                retried=lambda: read_stats.count_schema_retry(self.stats),
+            arrays = self._layouts.read(
+                state, ordinals, started, read_as, fetched=self._fetched, retried=self._retried
             )
-            self._schema = schema
         if self._extras.wanted:
             starts_read = None if row_starts is None else np.asarray(row_starts)
-            self._extras.add(arrays, ordinals, self._process(), starts_read, window_length)
+            self._extras.add(arrays, ordinals, state, starts_read, window_length)
         return arrays
 
     def will_need(self, indices: Iterable[int] | np.ndarray, *, into_cache: bool = False) -> int:
@@ -482,32 +429,16 @@ class BatchReader:
 
     # -- internals ----------------------------------------------------------
 
-    def _probe(self, ordinal: int) -> Schema:
-        """Record `ordinal`'s layout (see `schema.probe`); its string targets become labels."""
-        state = self._process()
+    def _fetched(self) -> None:
+        read_stats.count_fetches(self._stats, self._process())
 
-        def as_labels(keys: list[str]) -> tuple[str, ...]:
-            self._labels.promote(keys, {}, lambda key: self._process().metadata.distinct(key, len(self)))
-            return self._labels.targets
-
-        return probe(
-            state,
-            ordinal,
-            fields=self._options.fields,
-            window=self._options.window,
-            uri=self.uri,
-            targets=self._labels.targets,
-            as_labels=as_labels,
-            fetched=lambda: read_stats.count_fetches(self._stats, state),
-        )
+    def _retried(self) -> None:
+        read_stats.count_schema_retry(self.stats)
 
     def _record_lengths(self, ordinals: np.ndarray) -> np.ndarray:
         window = self._options.window
         assert window is not None
         return self._process().metadata.lengths(ordinals, window.axis, self._options.fields)
-
-    def _announce_first_batch(self, ordinals: np.ndarray) -> None:
-        batch_read.announce_first_batch(self._process(), ordinals, self._stats)
 
     def _read_into(
         self,

@@ -11,10 +11,10 @@ bfloat16, and signal_dataset 0.4 writes none, so a record holding one is
 reported rather than guessed at. A batch's arrays are allocated here, or the
 caller's (`out=`, `allocator=`) checked in full before anything is written.
 
-Probing (`probe`: one record's layout, natively or through signal_dataset),
-the check that a batch's records share one (`uniform_schema`), the read
-again under it when the assumed one failed (`read_with_retry`) and the
-core's form of the last layout read (`cached_native_layout`) are here too.
+A reader's layouts (`Layouts`: one record's probed natively or through
+signal_dataset, a batch's confirmed and read again under the layout its
+records share when the assumed one failed) and the core's form of the last
+layout read (`cached_native_layout`) are here too.
 """
 
 from __future__ import annotations
@@ -449,59 +449,12 @@ class ProbedState(Protocol):
     native: Any
     table: Any
     fallback: Any
+    dataset: Any
     #: The schema last read natively, and the core's form of it.
     layout: tuple[Schema, Any] | None
 
     @property
     def metadata(self) -> Any: ...
-
-
-def probe(
-    state: ProbedState,
-    ordinal: int,
-    *,
-    fields: tuple[str, ...] | None,
-    window: Window | None,
-    uri: str,
-    targets: tuple[str, ...],
-    as_labels: Callable[[list[str]], tuple[str, ...]],
-    fetched: Callable[[], None],
-) -> Schema:
-    """Learn record `ordinal`'s layout: its fields' dtypes and shapes, its targets' kinds.
-
-    `as_labels` is given the `targets` whose values in this record are
-    strings (they become class labels) and returns the targets left to read
-    as numbers; `fetched` counts what the probe fetched, even when it fails.
-    """
-    probed = None
-    if state.native is not None:
-        assert state.table is not None
-        files, locals_ = state.table.locate(np.asarray([ordinal], dtype=np.int64))
-        try:
-            probed = state.native.probe(int(files[0]), int(locals_[0]), ordinal)
-        finally:
-            fetched()
-    if probed is not None:
-        raw_fields, metadata_json = probed
-        available = tuple(
-            FieldSpec(name=name, tensor=key, dtype_name=dtype, shape=tuple(shape))
-            for name, key, dtype, shape in raw_fields
-        )
-        metadata = json.loads(metadata_json)
-    else:
-        available, metadata = state.fallback.probe(ordinal)
-    selected = select_fields(available, fields, ordinal=ordinal, uri=uri)
-    targets = as_labels([key for key in targets if isinstance(metadata.get(key), str)])
-    check_no_clash(selected, targets)
-    lengths: tuple[str, ...] = ()
-    if window is not None:
-        axes = record_window_axes(state, ordinal, window, [spec.name for spec in selected])
-        selected, lengths = windowed_fields(selected, axes, pad=window.pad, targets=targets)
-    return Schema(
-        fields=selected,
-        targets=tuple(target_spec(key, metadata, ordinal=ordinal, uri=uri) for key in targets),
-        lengths=lengths,
-    )
 
 
 def record_window_axes(
@@ -512,11 +465,6 @@ def record_window_axes(
     return window_axes(layout, window.axis, tuple(names) if names is not None else None)
 
 
-def batch_schema(probe_one: Callable[[int], Schema], ordinals: np.ndarray) -> Schema:
-    """The one layout every record of a batch shares (each probed once), or MixedShapesError."""
-    return uniform_schema({ordinal: probe_one(ordinal) for ordinal in np.unique(ordinals).tolist()})
-
-
 def cached_native_layout(state: ProbedState, schema: Schema) -> BatchLayout:
     """The core's form of `schema`, built once per schema in this process: a batch passes only its arrays."""
     layout = state.layout
@@ -525,28 +473,114 @@ def cached_native_layout(state: ProbedState, schema: Schema) -> BatchLayout:
     return cast("BatchLayout", layout[1])
 
 
-def read_with_retry(
-    schema: Schema,
-    started: float,
-    read: Callable[[Schema, float], dict[str, np.ndarray]],
-    uniform: Callable[[], Schema],
-    retried: Callable[[], None],
-) -> tuple[Schema, dict[str, np.ndarray]]:
-    """Read a batch under the layout assumed for it, and once more under the batch's own if a
-    record disagreed; returns the layout read and the arrays.
+class Labels(Protocol):
+    """What layouts need of a reader's labels (an `extras.Labels`, which imports this module)."""
 
-    `read(schema, started)` reads the batch, its Python stage timed from
-    `started`; `retried` counts a second read, `uniform` finds its layout.
+    #: The targets still read as numbers.
+    targets: tuple[str, ...]
+
+    def promote(
+        self,
+        keys: Iterable[str],
+        given: Mapping[str, tuple[str, ...]],
+        distinct: Callable[[str], tuple[str, ...]] | None,
+    ) -> None: ...
+
+
+class Layouts:
+    """A reader's record layouts: probed from one record, confirmed by every batch, the last kept.
+
+    A batch is read under the layout of the batch before (the first batch
+    under its first record's) and the core checks every record against it.
+    When one disagrees, each distinct record of the batch is probed and the
+    batch read once more under the layout they share, else MixedShapesError.
+    Probing a record whose targets hold strings makes those targets class
+    labels (`extras.Labels`), their classes learnt from the metadata.
     """
-    try:
-        return schema, read(schema, started)
-    except SchemaMismatch:
-        started = time.perf_counter()  # the failed read's time is counted already
-        retried()
-        schema = uniform()
+
+    def __init__(
+        self, *, uri: str, fields: tuple[str, ...] | None, window: Window | None, labels: Labels
+    ) -> None:
+        self.uri = uri
+        self.fields = fields
+        self.window = window
+        self.labels = labels
+        #: The layout of the last batch read, or of the last record probed before any.
+        self.last: Schema | None = None
+
+    def probe(self, state: ProbedState, ordinal: int, fetched: Callable[[], None]) -> Schema:
+        """Learn record `ordinal`'s layout: its fields' dtypes and shapes, its targets' kinds.
+
+        `fetched` counts what the probe fetched, even when it fails.
+        """
+        probed = None
+        if state.native is not None:
+            assert state.table is not None
+            files, locals_ = state.table.locate(np.asarray([ordinal], dtype=np.int64))
+            try:
+                probed = state.native.probe(int(files[0]), int(locals_[0]), ordinal)
+            finally:
+                fetched()
+        if probed is not None:
+            raw_fields, metadata_json = probed
+            available = tuple(
+                FieldSpec(name=name, tensor=key, dtype_name=dtype, shape=tuple(shape))
+                for name, key, dtype, shape in raw_fields
+            )
+            metadata = json.loads(metadata_json)
+        else:
+            available, metadata = state.fallback.probe(ordinal)
+        selected = select_fields(available, self.fields, ordinal=ordinal, uri=self.uri)
+        strings = [key for key in self.labels.targets if isinstance(metadata.get(key), str)]
+        records = len(state.dataset)
+        self.labels.promote(strings, {}, lambda key: state.metadata.distinct(key, records))
+        targets = self.labels.targets
+        check_no_clash(selected, targets)
+        lengths: tuple[str, ...] = ()
+        if self.window is not None:
+            axes = record_window_axes(state, ordinal, self.window, [spec.name for spec in selected])
+            selected, lengths = windowed_fields(selected, axes, pad=self.window.pad, targets=targets)
+        return Schema(
+            fields=selected,
+            targets=tuple(target_spec(key, metadata, ordinal=ordinal, uri=self.uri) for key in targets),
+            lengths=lengths,
+        )
+
+    def known(self, state: ProbedState, ordinal: int, fetched: Callable[[], None]) -> Schema:
+        """The last layout, or record `ordinal`'s when none is known yet (then kept)."""
+        if self.last is None:
+            self.last = self.probe(state, ordinal, fetched)
+        return self.last
+
+    def read(
+        self,
+        state: ProbedState,
+        ordinals: np.ndarray,
+        started: float,
+        read: Callable[[Schema, float], dict[str, np.ndarray]],
+        *,
+        fetched: Callable[[], None],
+        retried: Callable[[], None],
+    ) -> dict[str, np.ndarray]:
+        """Read a non-empty batch with `read(layout, started)` under the layout it should have.
+
+        `started` times the read's Python stage; `retried` counts a second read.
+        """
+        schema = self.known(state, int(ordinals[0]), fetched)
         try:
-            return schema, read(schema, started)
-        except SchemaMismatch as again:
-            # Every record agreed when probed one by one, yet not when read
-            # together: report it as the layout problem it is.
-            raise MixedShapesError(f"{again}; batch layout {schema.describe()}") from None
+            arrays = read(schema, started)
+        except SchemaMismatch:
+            started = time.perf_counter()  # the failed read's time is counted already
+            retried()
+            probed = {
+                ordinal: self.probe(state, ordinal, fetched) for ordinal in np.unique(ordinals).tolist()
+            }
+            schema = uniform_schema(probed)
+            try:
+                arrays = read(schema, started)
+            except SchemaMismatch as again:
+                # Every record agreed when probed one by one, yet not when read
+                # together: report it as the layout problem it is.
+                raise MixedShapesError(f"{again}; batch layout {schema.describe()}") from None
+        self.last = schema
+        return arrays

@@ -159,7 +159,7 @@ def test_a_fork_while_another_thread_holds_the_readers_lock(root):
     held, release = threading.Event(), threading.Event()
 
     def hold():
-        with reader._lock:
+        with reader._here._lock:  # the lock its PerProcess opens state under
             held.set()
             release.wait(HANG_SECONDS)
 

@@ -74,7 +74,7 @@ def test_epochs_after_the_first_fetch_nothing(rclone_server, rclone_dataset, tmp
     settled(reader)
     first = reader.stats.fetched_bytes
     # Everything fetched went to the cache: the data shards, once.
-    assert reader._state.source.cache_counters.stored_bytes == first
+    assert reader.opened_state().source.cache_counters.stored_bytes == first
     assert first <= data_shards(local)
     read_epoch(reader, uri, shuffled(2), batch=16)
     assert reader.stats.fetched_bytes == first, "the second epoch fetched from the store"
@@ -114,13 +114,13 @@ def test_a_damaged_entry_is_dropped_and_fetched_again(rclone_server, rclone_data
     reader = sds_loader.BatchReader(uri, targets=TARGETS, cache_dir=cache)
     read_epoch(reader, uri, ALL, batch=48)
     settled(reader)
-    assert reader._state.source.cache_counters.dropped == 2
+    assert reader.opened_state().source.cache_counters.dropped == 2
     assert reader.stats.fetched_bytes > 4, "the damaged entries' bytes were not fetched again"
     # Fetched again, they are cached again.
     clean = sds_loader.BatchReader(uri, targets=TARGETS, cache_dir=cache)
     read_epoch(clean, uri, ALL, batch=48)
     assert clean.stats.fetched_bytes == 4
-    assert clean._state.source.cache_counters.dropped == 0
+    assert clean.opened_state().source.cache_counters.dropped == 0
 
 
 def test_a_replaced_object_is_never_served_from_the_cache(rclone_server, tmp_path):
@@ -187,7 +187,7 @@ def test_a_process_killed_mid_fetch_leaves_nothing_served_or_waited_for(
             object_store=S3ObjectStore(options=endpoint_options(proxy.url)),
         )
         read_epoch(reader, uri, ALL, batch=48)
-        counters = reader._state.source.cache_counters
+        counters = reader.opened_state().source.cache_counters
         assert counters.waits == 0, "a claim of the killed process was waited for"
         assert counters.dropped == 0
         assert not list(cache.rglob("*.fetching"))
@@ -254,7 +254,7 @@ def test_the_cache_stays_within_its_limit(rclone_server, rclone_dataset, tmp_pat
             assert_batch(uri, reader.read(indices), indices, FIELDS, TARGETS)
             on_disk = sum(p.stat().st_size for p in entries(cache))
             assert on_disk <= limit, (on_disk, limit)
-            assert reader._state.source.cache_usage() <= limit
+            assert reader.opened_state().source.cache_usage() <= limit
     assert reader.stats.cache_hit_bytes > 0, "what the cache kept was never read"
     assert reader.stats.fetched_bytes > data_shards(local), "the second epoch fetched nothing"
 
@@ -383,12 +383,12 @@ def test_announcements_into_the_cache_only_land_in_the_cache_not_in_memory(
     announcer.read([0])  # open the dataset in this process
     announcer.will_need(ALL, into_cache=True)
     settled(announcer)
-    assert announcer._state.source.cache_counters.stored_bytes > 0
+    assert announcer.opened_state().source.cache_counters.stored_bytes > 0
     # A worker's reader finds every record in the cache.
     worker = sds_loader.BatchReader(uri, targets=TARGETS, cache_dir=cache)
     read_epoch(worker, uri, shuffled(7), batch=16)
     assert worker.stats.fetched_bytes == 4, worker.stats
     # The announcer kept none of it in memory: its own reads come from the cache.
     read_epoch(announcer, uri, ALL, batch=16)
-    assert announcer._state.source.counters.ahead_hits == 0
+    assert announcer.opened_state().source.counters.ahead_hits == 0
     assert announcer.stats.cache_hit_bytes > 0

@@ -91,7 +91,7 @@ def test_readers_and_processes_share_a_cache_without_rename_noreplace_or_process
         thread.join(120)
     assert not failures, failures
     for reader in readers:
-        assert reader._state.source.wait_readahead(60)
+        assert reader.opened_state().source.wait_readahead(60)
     # Each range was fetched by one of them, the other waiting for its claim
     # (a claim judged dead by its lock would have been fetched twice).
     fetched = sum(reader.stats.fetched_bytes for reader in readers)
@@ -135,7 +135,7 @@ def test_a_temporary_file_of_a_dead_process_is_counted_and_swept(rclone_server, 
     on_disk = counted_bytes(cache)
     reader = sds_loader.BatchReader(uri, targets=TARGETS, cache_dir=cache, cache_limit=on_disk + 100_000)
     read_all(reader, uri, ALL)
-    assert reader._state.source.wait_readahead(60)
+    assert reader.opened_state().source.wait_readahead(60)
     assert not orphan.exists(), "the dead process's temporary file was not swept"
     assert usage(cache) == counted_bytes(cache)
     assert usage(cache) <= on_disk + 100_000

@@ -246,5 +246,5 @@ def test_an_entry_damaged_under_an_open_reader_is_fetched_again(rclone_server, r
             handle.seek(size - 1000)
             handle.write(bytes([byte[0] ^ 0x40]))
     read_all(reader, uri)
-    assert reader._state.source.cache_counters.dropped > 0
+    assert reader.opened_state().source.cache_counters.dropped > 0
     assert reader.stats.fetched_bytes > fetched, "the damaged bytes were not fetched again"

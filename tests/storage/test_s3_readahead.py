@@ -40,9 +40,9 @@ def test_will_need_returns_at_once_and_reads_ahead_off_the_callers_thread(rclone
         assert reader.will_need(ALL) == 0
         elapsed = time.monotonic() - started
         assert elapsed < 0.5, f"will_need took {elapsed:.2f} s"
-        assert reader._state.readahead().wait_idle(60)
+        assert reader.opened_state().readahead().wait_idle(60)
         seen = len(proxy.seen)
-        source = reader._state.source
+        source = reader.opened_state().source
         assert source is not None and source.counters.requests > 0
         # Every chunk is in the readahead cache: the read asks the store for nothing.
         assert_batch(uri, reader.read(ALL), ALL, ("samples",), ("label",))
@@ -63,7 +63,7 @@ def test_will_need_never_raises_when_the_store_is_gone(rclone_server, rclone_dat
     assert reader.will_need(ALL) == 0
     assert reader.will_need([5, 17, 40]) == 0
     assert time.monotonic() - started < 0.5
-    assert reader._state.readahead().wait_idle(60)
+    assert reader.opened_state().readahead().wait_idle(60)
     # The store comes back on the same address: reads are exact.
     proxy = FaultProxy(rclone_server.port, port=port)
     try:

@@ -42,7 +42,7 @@ def _keep_stats_at_exit(folder: str, worker: int) -> None:
         if local is None or local.pid != os.getpid():
             return
         reader = local.reader
-        source = reader._state.source if reader._state is not None else None
+        source = reader.opened_state().source if reader._state is not None else None
         if source is not None:
             source.wait_readahead(30)
         stats = reader.stats
