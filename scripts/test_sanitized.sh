@@ -4,7 +4,7 @@
 # is. Any sanitizer report aborts the process that hits it, so the test that
 # drove it fails and this script exits non-zero.
 #
-#     bash scripts/test_sanitized.sh [PYTEST ARGS...]   # default: the Quick start's suite, less the fuzz smoke and wheel tests
+#     bash scripts/test_sanitized.sh [PYTEST ARGS...]   # default: the Quick start's suite (less fuzz and wheel), then the corruption sweep whole
 #
 # Python: the one scripts/bootstrap.sh installed into ($PYTHON, else the
 # active virtual or conda environment, else the project's .venv).
@@ -33,13 +33,6 @@ if __name__ == "__main__":
     sys.exit(pytest.main(sys.argv[1:]))
 PY
 
-if [ $# -eq 0 ]; then
-    # The Quick start's tests (its -m "not slow" is restated, since -m replaces
-    # addopts' own): the slow ones are end-to-end runs of many processes,
-    # whose native work the fast tests already drive; CI runs the corruption
-    # sweep, slow or not, here too.
-    set -- -q tests --deselect tests/core/test_fuzz_smoke.py -m "not wheel and not slow"
-fi
 # libstdc++ is preloaded with libasan: Python does not link it, and ASan's
 # __cxa_throw interceptor needs it at start-up. Leaks are not checked: the
 # interpreter itself keeps memory to the end. pytest captures Python's
@@ -50,8 +43,22 @@ fi
 # skip where they fork (SDS_LOADER_SANITIZED, see tests/conftest.py): this
 # AddressSanitizer does not keep its allocator consistent across fork() while
 # other threads allocate, so a forked child can wait forever on its locks.
-SDS_LOADER_SANITIZED=1 \
-LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
-ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_sigbus=0 \
-UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "$PY" "$SITE/../sanitized_pytest.py" --capture=sys "$@"
+sanitized_pytest() {
+    SDS_LOADER_SANITIZED=1 \
+    LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_sigbus=0 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        "$PY" "$SITE/../sanitized_pytest.py" --capture=sys "$@"
+}
+
+if [ $# -gt 0 ]; then
+    sanitized_pytest "$@"
+    exit
+fi
+# The Quick start's tests (its -m "not slow" restated, since -m replaces
+# addopts' own): the slow ones are end-to-end runs of many processes, whose
+# native work the fast tests already drive. Then the corruption sweep whole,
+# slow parameters too: damage at every offset of every codec's shard, where a
+# missing bounds check would read past a buffer that only the sanitizer sees.
+sanitized_pytest -q tests --deselect tests/core/test_fuzz_smoke.py -m "not wheel and not slow"
+sanitized_pytest -q tests/core/test_corruption_sweep.py -m ""

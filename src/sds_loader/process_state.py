@@ -3,8 +3,9 @@
 None of it may cross a fork or a pickle: descriptors, mappings, connections,
 threads and the fallback's helper process belong to the process that made
 them. A `BatchReader` keeps only its settings, and its `PerProcess` makes a
-`ProcessState` on first use in each process (the parent, each forked or spawned worker), so a
-reader made before `DataLoader` starts its workers is safe to hand them.
+`ProcessState` on first use in each process (the parent, each forked or
+spawned worker), so a reader made before `DataLoader` starts its workers is
+safe to hand them.
 """
 
 from __future__ import annotations

@@ -473,7 +473,7 @@ def cached_native_layout(state: ProbedState, schema: Schema) -> BatchLayout:
     return cast("BatchLayout", layout[1])
 
 
-class Labels(Protocol):
+class PromotedLabels(Protocol):
     """What layouts need of a reader's labels (an `extras.Labels`, which imports this module)."""
 
     #: The targets still read as numbers.
@@ -499,7 +499,7 @@ class Layouts:
     """
 
     def __init__(
-        self, *, uri: str, fields: tuple[str, ...] | None, window: Window | None, labels: Labels
+        self, *, uri: str, fields: tuple[str, ...] | None, window: Window | None, labels: PromotedLabels
     ) -> None:
         self.uri = uri
         self.fields = fields
