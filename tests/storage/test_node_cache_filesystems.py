@@ -122,7 +122,7 @@ def test_a_temporary_file_of_a_dead_process_is_counted_and_swept(rclone_server, 
     cache = tmp_path / "cache"
     first = sds_loader.BatchReader(uri, targets=TARGETS, cache_dir=cache)
     read_all(first, uri, ALL[:12])
-    assert first._state.source.wait_readahead(60)
+    assert first.opened_state().source.wait_readahead(60)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     directory = next((cache / LAYOUT / "objects").rglob("identity")).parent

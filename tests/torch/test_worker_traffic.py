@@ -42,7 +42,8 @@ def _keep_stats_at_exit(folder: str, worker: int) -> None:
         if local is None or local.pid != os.getpid():
             return
         reader = local.reader
-        source = reader.opened_state().source if reader._state is not None else None
+        state = reader.opened_state()
+        source = state.source if state is not None else None
         if source is not None:
             source.wait_readahead(30)
         stats = reader.stats
@@ -98,8 +99,9 @@ def test_an_epoch_with_workers_fetches_each_byte_once_and_counts_it(
         )
         assert sum(len(batch["inputs"]) for batch in loader) == RECORDS
         main = dataset.reader
-        if main._state is not None and main._state.source is not None:
-            main._state.source.wait_readahead(30)
+        state = main.opened_state()
+        if state is not None and state.source is not None:
+            state.source.wait_readahead(30)
         main_bytes = main.stats.fetched_bytes
         sent = proxy.counts().body_bytes
     workers = [json.loads(path.read_text()) for path in folder.glob("*.json")]
