@@ -5,7 +5,7 @@
 #
 #     bash scripts/bootstrap.sh                       # set up only
 #     bash scripts/bootstrap.sh sds-loader bench      # set up, then benchmark
-#     bash scripts/bootstrap.sh python -m pytest -q   # set up, then test
+#     bash scripts/bootstrap.sh python -m pytest -q -n auto   # set up, then test
 #
 # Which environment: $PYTHON's, when set (installs into that interpreter's
 # environment, whatever it is); else the active virtual or conda environment;

@@ -42,6 +42,6 @@ if [ $# -eq 0 ]; then
     # The Quick start's tests and the wheel's (which check the wheel built
     # here): the slow end-to-end runs are Python-version-blind orchestration of
     # processes, and run once, in CI's slow step on 3.11.
-    set -- -q tests --deselect tests/core/test_fuzz_smoke.py -m "not slow or wheel"
+    set -- -q -n auto tests --deselect tests/core/test_fuzz_smoke.py -m "not slow or wheel"
 fi
 SDS_LOADER_WHEEL="$wheel" "$work/venv/bin/python" -m pytest "$@"

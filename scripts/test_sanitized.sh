@@ -19,19 +19,18 @@ SITE="$PWD/build/sanitized-site"
 rm -rf "$SITE"
 SDS_LOADER_SANITIZE=ON "$PY" -m pip install -q --no-build-isolation --no-deps --target "$SITE" \
     --config-settings=build-dir="$PWD/build/sanitized" .
-# The editable install's import hook would load the normal extension: drop it
-# and put the sanitized package first. Spawned DataLoader workers import this
-# wrapper again, hence the __main__ guard.
-cat > "$SITE/../sanitized_pytest.py" <<PY
+# The editable install's import hook would load the normal extension. Every
+# Python this run starts (pytest, its xdist workers, spawned DataLoader
+# workers, a test's subprocesses) imports this sitecustomize from PYTHONPATH,
+# which drops the hook and puts the sanitized package first.
+STARTUP="$PWD/build/sanitized-startup"
+mkdir -p "$STARTUP"
+cat > "$STARTUP/sitecustomize.py" <<PY
 import sys
 sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__]
 sys.path.insert(0, "$SITE")
-if __name__ == "__main__":
-    import pytest
-    import sds_loader._native as native
-    assert native.__file__.startswith("$SITE"), native.__file__
-    sys.exit(pytest.main(sys.argv[1:]))
 PY
+export PYTHONPATH="$STARTUP${PYTHONPATH:+:$PYTHONPATH}"
 
 # libstdc++ is preloaded with libasan: Python does not link it, and ASan's
 # __cxa_throw interceptor needs it at start-up. Leaks are not checked: the
@@ -43,13 +42,17 @@ PY
 # skip where they fork (SDS_LOADER_SANITIZED, see tests/conftest.py): this
 # AddressSanitizer does not keep its allocator consistent across fork() while
 # other threads allocate, so a forked child can wait forever on its locks.
-sanitized_pytest() {
+sanitized() {
     SDS_LOADER_SANITIZED=1 \
     LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)" \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_sigbus=0 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        "$PY" "$SITE/../sanitized_pytest.py" --capture=sys "$@"
+        "$@"
 }
+sanitized_pytest() {
+    sanitized "$PY" -m pytest --capture=sys "$@"
+}
+sanitized "$PY" -c "import sds_loader._native as native; assert native.__file__.startswith('$SITE'), native.__file__"
 
 if [ $# -gt 0 ]; then
     sanitized_pytest "$@"
@@ -60,5 +63,5 @@ fi
 # native work the fast tests already drive. Then the corruption sweep whole,
 # slow parameters too: damage at every offset of every codec's shard, where a
 # missing bounds check would read past a buffer that only the sanitizer sees.
-sanitized_pytest -q tests --deselect tests/core/test_fuzz_smoke.py -m "not wheel and not slow"
-sanitized_pytest -q tests/core/test_corruption_sweep.py -m ""
+sanitized_pytest -q -n auto tests --deselect tests/core/test_fuzz_smoke.py -m "not wheel and not slow"
+sanitized_pytest -q -n auto tests/core/test_corruption_sweep.py -m ""
