@@ -1,6 +1,7 @@
 """One batch read through a reader's state in this process, and counted.
 
-The native core reads the batch into its arrays; the records it cannot read
+A batch is read under the layout `schema.Layouts` confirms for it. The
+native core reads the batch into its arrays; the records it cannot read
 (transposed chunks, say) are then read by signal_dataset's reader in its
 helper process, into the same rows; a dataset the core cannot read at all
 is read by that helper whole. `ReadStats` counts each path's records, the
@@ -10,16 +11,74 @@ batches to come (`announce`) go to the same state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sds_loader import read_stats
 from sds_loader.read_stats import ReadStats
-from sds_loader.schema import Schema, cached_native_layout
+from sds_loader.schema import Layouts, Schema, cached_native_layout
 
 if TYPE_CHECKING:
     from sds_loader.process_state import ProcessState
+
+
+def read_batch(
+    state: ProcessState,
+    layouts: Layouts,
+    ordinals: np.ndarray,
+    starts: np.ndarray | None,
+    buffers: Callable[[Schema], dict[str, np.ndarray]],
+    *,
+    pad: bool,
+    threads: int,
+    stats: ReadStats,
+    started: float,
+) -> dict[str, np.ndarray]:
+    """Read `ordinals` into `buffers(layout)` under the layout `layouts` confirms for them.
+
+    Before the first batch its shards are opened and its chunks asked for
+    together (`announce_first_batch`), so that probing its first record
+    waits among them. Python's stage is timed from `started`.
+    """
+    if layouts.last is None:
+        if len(state.dataset) == 0:
+            raise ValueError(
+                f"dataset {layouts.uri} holds no records, so a batch of it has no fields to return"
+            )
+        announce_first_batch(state, ordinals, stats)
+
+    def fetched() -> None:
+        read_stats.count_fetches(stats, state)
+
+    def read_as(layout: Schema, since: float) -> dict[str, np.ndarray]:
+        arrays = buffers(layout)
+        if ordinals.size:
+            read_into(
+                state,
+                ordinals,
+                layout,
+                arrays,
+                starts,
+                pad=pad,
+                threads=threads,
+                stats=stats,
+                batches=1,
+                started=since,
+            )
+        return arrays
+
+    if ordinals.size == 0:
+        return read_as(layouts.known(state, 0, fetched), started)
+    return layouts.read(
+        state,
+        ordinals,
+        started,
+        read_as,
+        fetched=fetched,
+        retried=lambda: read_stats.count_schema_retry(stats),
+    )
 
 
 def read_into(

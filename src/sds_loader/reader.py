@@ -9,27 +9,24 @@ layers above may ask of it beyond reads is `dataset_protocol`'s.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
-from signal_dataset import CorruptDatasetError
 from signal_dataset.storage import ObjectStore
 
 from sds_loader import batch_read, pickled_state, read_stats
 from sds_loader.annotations import Annotations
 from sds_loader.checksums import VerifyChecksums
 from sds_loader.dataset import ShardTable
-from sds_loader.errors import MixedShapesError, SchemaMismatch
 from sds_loader.extras import BatchExtras, Labels, names
 from sds_loader.indices import normalize, normalize_one
 from sds_loader.process_state import PerProcess, ProcessState
 from sds_loader.read_stats import ReadStats
 from sds_loader.reader_options import ReaderOptions, checked_threads
 from sds_loader.reader_options import default_threads as default_threads
-from sds_loader.schema import Allocator, Layouts, Schema, allocate, batch_buffers
+from sds_loader.schema import Allocator, Layouts, Schema, batch_buffers
 from sds_loader.storage import sources
 from sds_loader.windows import Window, batch_placement, window_crop
 
@@ -124,31 +121,11 @@ class BatchReader:
             uri=options.uri, fields=options.fields, window=options.window, labels=self._labels
         )
         self._extras = BatchExtras(options.annotations, self._labels, options.extras, options.window)
-        self._check_names()
+        # fields= and targets= are checked against record 0 here, so that a
+        # typo fails in the constructor rather than in a DataLoader's worker.
+        self._layouts.check_names(self._process(), self._fetched)
         if options.annotations:
             self._extras.check(self._process(), options.fields, len(self))
-
-    def _check_names(self) -> None:
-        """Check fields= and targets= against record 0, so a typo fails here, not in a worker.
-
-        Safe before forking DataLoader workers whatever the dataset: records
-        only signal_dataset can read are read in a helper process. A corrupt
-        record 0 is left to the first batch that holds it, so that the rest
-        of its dataset stays readable. A reader that names nothing reads no
-        record here.
-        """
-        if len(self._process().dataset) == 0:
-            return
-        options = self._options
-        if options.fields is None and not self._labels.targets and options.window is None:
-            # Nothing to check: the first batch learns the layout from its own
-            # first record, once the shards it touches are open (in object
-            # storage, all in one round trip and without reading record 0).
-            return
-        try:
-            self._layouts.known(self._process(), 0, self._fetched)
-        except CorruptDatasetError:
-            pass
 
     # -- this process's state (dataset_protocol.ProcessLocal) -----------------
 
@@ -197,13 +174,10 @@ class BatchReader:
 
     def __getstate__(self) -> dict[str, object]:
         state = self.opened_state(inherited=True)
-        options = self._options
-        live = state.dataset.object_store if state is not None else None
-        store = options.object_store if options.object_store is not None else live
         return pickled_state.outgoing(
             self.__dict__,
             left_behind={
-                "_options": dataclasses.replace(options, object_store=pickled_state.portable_store(store)),
+                "_options": self._options.portable(None if state is None else state.dataset.object_store)
             },
             opened=state.dataset if state is not None else None,
         )
@@ -291,22 +265,13 @@ class BatchReader:
         A ragged annotation field is the record's items whole (its offsets are
         left out), and ``id`` the record's id.
         """
-        ordinal = normalize_one(index, len(self))
-        if self._options.window is not None or self._extras.wanted:
-            batch = self.read([ordinal])
-            ragged = self._extras.ragged_keys()
-            return {
-                name: array if name in ragged else array[0]
-                for name, array in batch.items()
-                if not name.endswith(".offsets") or name not in ragged
-            }
-        schema = self._layouts.probe(self._process(), ordinal, self._fetched)
-        arrays = allocate(schema, 1)
-        try:
-            self._read_into(np.asarray([ordinal], dtype=np.int64), schema, arrays)
-        except SchemaMismatch as mismatch:
-            raise MixedShapesError(f"{mismatch}; probed layout {schema.describe()}") from None
-        return {name: array[0] for name, array in arrays.items()}
+        batch = self.read([normalize_one(index, len(self))])
+        ragged = self._extras.ragged_keys()
+        return {
+            name: array if name in ragged else array[0]
+            for name, array in batch.items()
+            if not name.endswith(".offsets") or name not in ragged
+        }
 
     def read(
         self,
@@ -339,32 +304,24 @@ class BatchReader:
         window = self._options.window
         row_starts, window_length = batch_placement(window, ordinals, starts, self._record_lengths)
         state = self._process()
-        if self._layouts.last is None:
-            if len(state.dataset) == 0:
-                raise ValueError(
-                    f"dataset {self.uri} holds no records, so a batch of it has no fields to return"
-                )
-            batch_read.announce_first_batch(state, ordinals, self._stats)
-
-        def read_as(layout: Schema, since: float) -> dict[str, np.ndarray]:
-            arrays = batch_buffers(
+        arrays = batch_read.read_batch(
+            state,
+            self._layouts,
+            ordinals,
+            row_starts,
+            lambda layout: batch_buffers(
                 layout,
                 ordinals.size,
                 out=out,
                 allocator=allocator,
                 window=window,
                 window_length=window_length,
-            )
-            if ordinals.size:
-                self._read_into(ordinals, layout, arrays, row_starts, batches=1, started=since)
-            return arrays
-
-        if ordinals.size == 0:
-            arrays = read_as(self._layouts.known(state, 0, self._fetched), started)
-        else:
-            arrays = self._layouts.read(
-                state, ordinals, started, read_as, fetched=self._fetched, retried=self._retried
-            )
+            ),
+            pad=window is not None and window.pad,
+            threads=min(self._threads, _MAX_THREADS),
+            stats=self._stats,
+            started=started,
+        )
         if self._extras.wanted:
             starts_read = None if row_starts is None else np.asarray(row_starts)
             self._extras.add(arrays, ordinals, state, starts_read, window_length)
@@ -432,35 +389,7 @@ class BatchReader:
     def _fetched(self) -> None:
         read_stats.count_fetches(self._stats, self._process())
 
-    def _retried(self) -> None:
-        read_stats.count_schema_retry(self.stats)
-
     def _record_lengths(self, ordinals: np.ndarray) -> np.ndarray:
         window = self._options.window
         assert window is not None
         return self._process().metadata.lengths(ordinals, window.axis, self._options.fields)
-
-    def _read_into(
-        self,
-        ordinals: np.ndarray,
-        schema: Schema,
-        arrays: dict[str, np.ndarray],
-        starts: np.ndarray | None = None,
-        *,
-        batches: int = 0,
-        started: float | None = None,
-    ) -> None:
-        """Fill `arrays` (see `batch_read.read_into`): Python's stage from `started`, else from now."""
-        window = self._options.window
-        batch_read.read_into(
-            self._process(),
-            ordinals,
-            schema,
-            arrays,
-            starts,
-            pad=window is not None and window.pad,
-            threads=min(self._threads, _MAX_THREADS),
-            stats=self._stats,
-            batches=batches,
-            started=time.perf_counter() if started is None else started,
-        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from signal_dataset.storage import ObjectStore, S3Options
 
@@ -19,6 +19,7 @@ from sds_loader.annotations import Annotations
 from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
 from sds_loader.extras import annotation_specs, extra_names, given_labels, names
 from sds_loader.file_budget import default_open_files
+from sds_loader.pickled_state import portable_store
 from sds_loader.process_state import ProcessState
 from sds_loader.storage.cache_settings import CacheSettings, cache_settings
 from sds_loader.windows import Window
@@ -116,6 +117,12 @@ class ReaderOptions:
             labels=given_labels(labels, chosen_targets),
             cache=cache,
         )
+
+    def portable(self, opened_with: ObjectStore | None) -> ReaderOptions:
+        """These options as they cross a pickle: the store given, else the one the dataset was
+        opened with (signal_dataset's choice for its URI), as another interpreter rebuilds it."""
+        store = self.object_store if self.object_store is not None else opened_with
+        return replace(self, object_store=portable_store(store))
 
     def open_state(self) -> ProcessState:
         """A reader's state in this process, opened with these settings."""

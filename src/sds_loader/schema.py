@@ -546,6 +546,26 @@ class Layouts:
             lengths=lengths,
         )
 
+    def check_names(self, state: ProbedState, fetched: Callable[[], None]) -> None:
+        """Check the fields and targets asked for against record 0 (kept as the first layout).
+
+        Safe before forking DataLoader workers whatever the dataset: records
+        only signal_dataset can read are read in a helper process. A corrupt
+        record 0 is left to the first batch that holds it, so that the rest
+        of its dataset stays readable. A reader that names nothing reads no
+        record here: the first batch learns the layout from its own first
+        record, once the shards it touches are open (in object storage, all
+        in one round trip and without reading record 0).
+        """
+        if len(state.dataset) == 0:
+            return
+        if self.fields is None and not self.labels.targets and self.window is None:
+            return
+        try:
+            self.known(state, 0, fetched)
+        except sds.CorruptDatasetError:
+            pass
+
     def known(self, state: ProbedState, ordinal: int, fetched: Callable[[], None]) -> Schema:
         """The last layout, or record `ordinal`'s when none is known yet (then kept)."""
         if self.last is None:
