@@ -1,7 +1,7 @@
 """Stage times: where each read's threads spent their time, summed into `reader.stats`.
 
-Structural facts only, robust on a shared 2-core machine: at one thread the
-stages add up to the reads' wall time within 10%; a read that checks no hash
+Structural facts only, robust on a shared 2-core machine: at one thread a
+batch's stages add up to its wall time within 10% (the median batch's); a read that checks no hash
 spends no time hashing, an uncompressed one none decompressing; snapshots
 freeze, subtract and add. Speed (what timing them costs) is the bench's
 "stage times off" row, not a test.
@@ -65,6 +65,26 @@ def timed_reads(reader: sds_loader.BatchReader, batches: int = 12) -> tuple[sds_
     return reader.stats.snapshot() - before, wall
 
 
+def accounted(reader: sds_loader.BatchReader, batches: int = 12) -> float:
+    """The median over `batches` shuffled batches of 16 of each batch's stage times over its wall time.
+
+    A median of batches, not one sum over all: on a loaded machine a thread
+    preempted between two stages loses that time from every stage, and
+    takes it from the batch it happens in only.
+    """
+    rng = np.random.default_rng(5)
+    reader.read(rng.permutation(RECORDS)[:16])
+    ratios = []
+    for _ in range(batches):
+        order = rng.permutation(RECORDS)[:16]
+        before = reader.stats.snapshot()
+        started = time.perf_counter()
+        reader.read(order)
+        wall = time.perf_counter() - started
+        ratios.append(sum((reader.stats.snapshot() - before).stage_seconds.values()) / wall)
+    return float(np.median(ratios))
+
+
 def test_stage_names_are_the_cores():
     assert tuple(_native.STAGES) == stage_times.STAGES
     assert set(stage_times.STAGE_MEANINGS) == set(stage_times.STAGES)
@@ -77,9 +97,9 @@ def test_stages_add_up_to_the_wall_time_at_one_thread(kind, zstd_root, plain_roo
     seconds = spent.stage_seconds
     assert set(seconds) == set(stage_times.STAGES)
     assert all(value >= 0 for value in seconds.values()), seconds
-    assert sum(seconds.values()) == pytest.approx(wall, rel=WALL_TOLERANCE), (seconds, wall)
     assert seconds["python"] > 0 and seconds["plan"] > 0
     assert spent.native_records == 12 * 16
+    assert accounted(reader) == pytest.approx(1.0, rel=WALL_TOLERANCE), (seconds, wall)
 
 
 def test_checksums_off_spend_no_time_hashing(zstd_root, plain_root):
@@ -137,8 +157,8 @@ def test_timing_every_run_or_some_accounts_every_second(zstd_root, every):
     with stage_times.sampled_every(every):
         reader = sds_loader.BatchReader(zstd_root, threads=1)
     assert reader._process().native.stage_sampling == every
-    spent, wall = timed_reads(reader)
-    assert sum(spent.stage_seconds.values()) == pytest.approx(wall, rel=WALL_TOLERANCE)
+    spent, _ = timed_reads(reader)
+    assert accounted(reader) == pytest.approx(1.0, rel=WALL_TOLERANCE)
     if not SANITIZED:
         assert spent.stage_seconds["decompress"] == max(spent.stage_seconds.values())
 
