@@ -58,7 +58,34 @@ fi
 # The ray extra (sds_loader.ray and its tests) brings pyarrow and Ray's own
 # dependencies: scripts/constraints.txt keeps numpy and torch as installed above.
 # The docs extra builds the documentation site (mkdocs.yml).
-"$PY" -m pip install -q --no-build-isolation -c scripts/constraints.txt -e ".[test,test-torch,bench,torch,lint,ray,docs]"
+EXTRAS="test,test-torch,bench,torch,lint,ray,docs"
+# The extension's build (about two minutes of both cores of a small machine,
+# from nothing) runs beside the resolution, download and unpacking of the
+# extras' dependencies, which wait on the network and the disk rather than
+# compute: so sds-loader itself is installed without dependencies, and they
+# from pyproject.toml's lists, to the same pins.
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+"$PY" - "$EXTRAS" >"$scratch/requirements.txt" <<'LIST'
+import sys
+import tomllib
+
+with open("pyproject.toml", "rb") as handle:
+    project = tomllib.load(handle)["project"]
+wanted = list(project["dependencies"])
+for extra in sys.argv[1].split(","):
+    wanted += project["optional-dependencies"][extra]
+print("\n".join(wanted))
+LIST
+"$PY" -m pip install -q --no-build-isolation --no-deps -e . >"$scratch/build.log" 2>&1 &
+build=$!
+"$PY" -m pip install -q -c scripts/constraints.txt -r "$scratch/requirements.txt"
+if ! wait "$build"; then
+    cat "$scratch/build.log" >&2
+    echo "bootstrap: building the extension failed (its log is above)" >&2
+    exit 1
+fi
+rm -rf "$scratch"
 
 if [ $# -gt 0 ]; then
     # The environment's own entry points first on PATH; `python` and

