@@ -10,8 +10,10 @@
 #ifndef SDS_LOADER_SOURCES_LOCAL_OBJECT_H_
 #define SDS_LOADER_SOURCES_LOCAL_OBJECT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sdsl {
@@ -41,6 +43,33 @@ struct LocalObjectRules {
 // the root or an object that is not a regular file, kIo when the system
 // refuses.
 int OpenLocalObject(const std::string& path, const std::string& root, uint64_t* size);
+
+// OpenLocalObject for the many objects of one root: the root's descriptor
+// is opened on the first open and kept, and each object below it is opened
+// with one openat2 that refuses links in every component, where the kernel
+// has it (Linux 5.6). Otherwise, and to name what was refused when it
+// fails, the components are walked one by one. A dataset of many small
+// shards opens each one in the first pass, and in a virtual machine every
+// system call of the walk (open, dup, openat and close per directory)
+// costs microseconds.
+class LocalObjects {
+ public:
+  explicit LocalObjects(std::string root) : root_(std::move(root)) {}
+  ~LocalObjects();
+  LocalObjects(const LocalObjects&) = delete;
+  LocalObjects& operator=(const LocalObjects&) = delete;
+
+  int Open(const std::string& path, uint64_t* size) const;
+
+ private:
+  // The root's descriptor, opened on first use; -1 with `errno` set when it
+  // cannot be opened (not kept, so a later open tries again).
+  int Root() const;
+
+  const std::string root_;
+  // Set once; atomic rather than locked, so that a fork never finds it held.
+  mutable std::atomic<int> root_fd_{-1};
+};
 
 // Throws kCorrupt, in signal_dataset's words, unless an object that holds
 // `observed` bytes matches the `declared` size (or none is declared).

@@ -63,8 +63,10 @@ bool BackToBack(const RangeRequest* requests, size_t count) {
 }  // namespace
 
 struct LocalSource::OpenFile {
-  OpenFile(const std::string& path, const LocalObjectRules& rules, size_t file) : path(path) {
-    fd = OpenLocalObject(path, rules.root, &size);
+  OpenFile(const std::string& path, const LocalObjectRules& rules, const LocalObjects& objects,
+           size_t file)
+      : path(path) {
+    fd = objects.Open(path, &size);
     try {
       CheckDeclaredSize(path, size, rules.DeclaredSize(file));
     } catch (...) {
@@ -148,7 +150,10 @@ struct LocalSource::OpenFile {
 };
 
 LocalSource::LocalSource(ShardNames names, size_t max_open_files, LocalObjectRules rules)
-    : names_(std::move(names)), rules_(std::move(rules)), open_(max_open_files) {
+    : names_(std::move(names)),
+      rules_(std::move(rules)),
+      objects_(rules_.root),
+      open_(max_open_files, names_.size()) {
   StartGuarding();
 }
 
@@ -160,7 +165,7 @@ std::shared_ptr<const LocalSource::OpenFile> LocalSource::Open(size_t file) {
   // Opened outside the lock: a slow open (a cold directory, a network mount)
   // must not stall reads of shards that are already open. Another thread may
   // have opened it meanwhile: one descriptor is kept.
-  return open_.Keep(file, std::make_shared<const OpenFile>(names_[file], rules_, file));
+  return open_.Keep(file, std::make_shared<const OpenFile>(names_[file], rules_, objects_, file));
 }
 
 uint64_t LocalSource::Size(size_t file) { return Open(file)->size; }

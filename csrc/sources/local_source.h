@@ -80,6 +80,7 @@ class LocalSource : public ShardSource, public ForkGuarded {
 
   const ShardNames names_;
   const LocalObjectRules rules_;
+  const LocalObjects objects_;  // after rules_, whose root it opens
   RecentMap<OpenFile> open_;
   WorkerPool io_;  // started on the first cold batch
   // Last, so that it stops (running what is queued) before the rest goes.

@@ -234,6 +234,19 @@ class BatchExtras:
             window_length=window_length,
         )
 
+    def one_row(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A one-record batch without its batch axis (what ``reader[i]`` returns).
+
+        A ragged annotation set's items stay whole, since its row has no
+        fixed length; their offsets, which only locate rows, are left out.
+        """
+        ragged = self.ragged_keys()
+        return {
+            name: array if name in ragged else array[0]
+            for name, array in batch.items()
+            if not name.endswith(".offsets") or name not in ragged
+        }
+
     def ragged_keys(self) -> set[str]:
         """The keys of annotation sets whose rows hold their items whole (no fixed item count)."""
         return {

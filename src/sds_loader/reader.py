@@ -265,13 +265,7 @@ class BatchReader:
         A ragged annotation field is the record's items whole (its offsets are
         left out), and ``id`` the record's id.
         """
-        batch = self.read([normalize_one(index, len(self))])
-        ragged = self._extras.ragged_keys()
-        return {
-            name: array if name in ragged else array[0]
-            for name, array in batch.items()
-            if not name.endswith(".offsets") or name not in ragged
-        }
+        return self._extras.one_row(self.read([normalize_one(index, len(self))]))
 
     def read(
         self,
@@ -322,9 +316,7 @@ class BatchReader:
             stats=self._stats,
             started=started,
         )
-        if self._extras.wanted:
-            starts_read = None if row_starts is None else np.asarray(row_starts)
-            self._extras.add(arrays, ordinals, state, starts_read, window_length)
+        self._extras.add(arrays, ordinals, state, row_starts, window_length)
         return arrays
 
     def will_need(self, indices: Iterable[int] | np.ndarray, *, into_cache: bool = False) -> int:
