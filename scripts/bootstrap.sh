@@ -65,7 +65,10 @@ EXTRAS="test,test-torch,bench,torch,lint,ray,docs"
 # compute: so sds-loader itself is installed without dependencies, and they
 # from pyproject.toml's lists, to the same pins.
 scratch="$(mktemp -d)"
-trap 'rm -rf "$scratch"' EXIT
+build=""
+# A failed install also ends the pip that builds beside it, rather than
+# leave it running after this script has exited.
+trap '[ -z "$build" ] || kill "$build" 2>/dev/null; rm -rf "$scratch"' EXIT
 "$PY" - "$EXTRAS" >"$scratch/requirements.txt" <<'LIST'
 import sys
 import tomllib
@@ -81,10 +84,12 @@ LIST
 build=$!
 "$PY" -m pip install -q -c scripts/constraints.txt -r "$scratch/requirements.txt"
 if ! wait "$build"; then
+    build=""
     cat "$scratch/build.log" >&2
     echo "bootstrap: building the extension failed (its log is above)" >&2
     exit 1
 fi
+build=""
 rm -rf "$scratch"
 
 if [ $# -gt 0 ]; then

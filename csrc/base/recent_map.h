@@ -49,7 +49,7 @@ class RecentMap {
     // unmaps and closes it, system calls a fork handler waiting on this lock
     // (or a read of another shard) must not wait behind.
     std::vector<std::shared_ptr<const Value>> dropped;
-    if (key >= entries_.size()) return made;  // never kept, as a key past the bound is not
+    if (key >= entries_.size()) return made;  // past the bound: handed back, never kept
     std::lock_guard<SpinningMutex> lock(mutex_);
     if (auto found = FindLocked(key)) {
       dropped.push_back(std::move(made));

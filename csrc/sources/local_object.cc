@@ -160,21 +160,6 @@ int Ready(Descriptor& object, const std::string& path, uint64_t* size) {
 
 }  // namespace
 
-int OpenLocalObject(const std::string& path, const std::string& root, uint64_t* size) {
-  const std::string relative = BelowRoot(path, root);
-  Descriptor object(-1);
-  if (relative.empty()) {
-    // Not below the root: opened as signal_dataset's reader opens it, by path.
-    object.reset(::open(path.c_str(), kObjectFlags & ~O_NOFOLLOW));
-    if (object.get() < 0) Refused("shard", path, errno);
-  } else {
-    Descriptor base(::open(root.c_str(), kDirectoryFlags));
-    if (base.get() < 0) Refused("the dataset root of", path, errno);
-    object.reset(OpenWalking(base.get(), relative, path));
-  }
-  return Ready(object, path, size);
-}
-
 LocalObjects::~LocalObjects() {
   const int fd = root_fd_.load(std::memory_order_acquire);
   if (fd >= 0) ::close(fd);
@@ -193,7 +178,12 @@ int LocalObjects::Root() const {
 
 int LocalObjects::Open(const std::string& path, uint64_t* size) const {
   const std::string relative = BelowRoot(path, root_);
-  if (relative.empty()) return OpenLocalObject(path, root_, size);
+  if (relative.empty()) {
+    // Not below the root: opened as signal_dataset's reader opens it, by path.
+    Descriptor object(::open(path.c_str(), kObjectFlags & ~O_NOFOLLOW));
+    if (object.get() < 0) Refused("shard", path, errno);
+    return Ready(object, path, size);
+  }
   const int root = Root();
   if (root < 0) Refused("the dataset root of", path, errno);
   Descriptor object(OpenBeneath(root, relative));

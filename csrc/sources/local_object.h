@@ -24,9 +24,9 @@ constexpr int64_t kSizeNotDeclared = -1;
 
 // How the objects of one dataset may be opened.
 struct LocalObjectRules {
-  // The dataset's root directory: objects below it are opened component by
-  // component, refusing links. "" (or an object elsewhere): opened by its
-  // path, which may pass through links, as signal_dataset opens it.
+  // The dataset's root directory: objects below it are opened refusing a
+  // link in any component. "" (or an object elsewhere): opened by its path,
+  // which may pass through links, as signal_dataset opens it.
   std::string root;
   // Per object, the bytes its manifest declares, or kSizeNotDeclared. Empty:
   // nothing is declared.
@@ -37,21 +37,14 @@ struct LocalObjectRules {
   }
 };
 
-// Opens `path` for reading under `root` (see LocalObjectRules::root) and
-// returns its descriptor (close-on-exec, blocking reads), with its size in
-// `*size`. Throws ReaderError naming the path: kUnsafePath for a link below
-// the root or an object that is not a regular file, kIo when the system
-// refuses.
-int OpenLocalObject(const std::string& path, const std::string& root, uint64_t* size);
-
-// OpenLocalObject for the many objects of one root: the root's descriptor
-// is opened on the first open and kept, and each object below it is opened
-// with one openat2 that refuses links in every component, where the kernel
-// has it (Linux 5.6). Otherwise, and to name what was refused when it
-// fails, the components are walked one by one. A dataset of many small
-// shards opens each one in the first pass, and in a virtual machine every
-// system call of the walk (open, dup, openat and close per directory)
-// costs microseconds.
+// Opens the objects of one dataset root (see LocalObjectRules::root). The
+// root's descriptor is opened on the first open and kept, and each object
+// below it is opened with one openat2 that refuses links in every
+// component, where the kernel has it (Linux 5.6). Otherwise, and to name
+// what was refused when it fails, the components are walked one by one. A
+// dataset of many small shards opens each one in the first pass, and in a
+// virtual machine every system call of the walk (open, dup, openat and
+// close per directory) costs microseconds.
 class LocalObjects {
  public:
   explicit LocalObjects(std::string root) : root_(std::move(root)) {}
@@ -59,6 +52,10 @@ class LocalObjects {
   LocalObjects(const LocalObjects&) = delete;
   LocalObjects& operator=(const LocalObjects&) = delete;
 
+  // Opens `path` for reading and returns its descriptor (close-on-exec,
+  // blocking reads), with its size in `*size`. Throws ReaderError naming the
+  // path: kUnsafePath for a link below the root or an object that is not a
+  // regular file, kIo when the system refuses.
   int Open(const std::string& path, uint64_t* size) const;
 
  private:
