@@ -11,17 +11,18 @@ batches to come (`announce`) go to the same state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sds_loader import read_stats
 from sds_loader.read_stats import ReadStats
-from sds_loader.schema import Layouts, Schema, cached_native_layout
+from sds_loader.schema import Allocator, Layouts, Schema, batch_buffers, cached_native_layout
 
 if TYPE_CHECKING:
     from sds_loader.process_state import ProcessState
+    from sds_loader.windows import Window
 
 
 def read_batch(
@@ -29,19 +30,22 @@ def read_batch(
     layouts: Layouts,
     ordinals: np.ndarray,
     starts: np.ndarray | None,
-    buffers: Callable[[Schema], dict[str, np.ndarray]],
     *,
-    pad: bool,
+    out: Mapping[str, object] | None,
+    allocator: Allocator | None,
+    window: Window | None,
+    window_length: int | None,
     threads: int,
     stats: ReadStats,
     started: float,
 ) -> dict[str, np.ndarray]:
-    """Read `ordinals` into `buffers(layout)` under the layout `layouts` confirms for them.
+    """Read `ordinals` under the layout `layouts` confirms for them into `out`, else fresh arrays.
 
     Before the first batch its shards are opened and its chunks asked for
     together (`announce_first_batch`), so that probing its first record
     waits among them. Python's stage is timed from `started`.
     """
+    pad = window is not None and window.pad
     if layouts.last is None:
         if len(state.dataset) == 0:
             raise ValueError(
@@ -53,7 +57,9 @@ def read_batch(
         read_stats.count_fetches(stats, state)
 
     def read_as(layout: Schema, since: float) -> dict[str, np.ndarray]:
-        arrays = buffers(layout)
+        arrays = batch_buffers(
+            layout, ordinals.size, out=out, allocator=allocator, window=window, window_length=window_length
+        )
         if ordinals.size:
             read_into(
                 state,

@@ -26,7 +26,7 @@ from sds_loader.process_state import PerProcess, ProcessState
 from sds_loader.read_stats import ReadStats
 from sds_loader.reader_options import ReaderOptions, checked_threads
 from sds_loader.reader_options import default_threads as default_threads
-from sds_loader.schema import Allocator, Layouts, Schema, batch_buffers
+from sds_loader.schema import Allocator, Layouts, Schema
 from sds_loader.storage import sources
 from sds_loader.windows import Window, batch_placement, window_crop
 
@@ -37,43 +37,28 @@ _MAX_THREADS = 1 << 10
 class BatchReader:
     """Read batches of SDS records, verified and decoded, into one array per field.
 
-    The native core groups a batch's ordinals by shard and chunk, reads each
-    run of adjacent chunks in one copy, checks every hash, decompresses each
-    chunk once however many of its records were asked for, and writes every
-    selected field straight into its row of the output: Python is touched
-    once per batch, not per record (docs/reading.md).
+    The native core groups a batch's ordinals by shard and chunk, checks
+    every hash, decompresses each chunk once however many of its records
+    were asked for, and writes each field straight into its row: Python is
+    touched once per batch, not per record. docs/reading.md says what each
+    argument does and costs; in short:
 
-    - `fields=None` selects every field of the first record read; `targets`
-      are scalar keys of each record's metadata (int64 when the first record
-      holds an integer or bool, float64 otherwise; strings become classes,
-      see `labels`).
-    - `threads` defaults to min(4, CPU count); a DataLoader worker should
-      pass 1, since the workers are already the parallelism.
-    - `window` (a `Window`) keeps `length` positions of one named axis from
-      a start per row (``read(indices, starts=...)``), so records of
-      different lengths batch together; what a window costs on each kind of
-      shard is in docs/windows.md.
-    - `verify_checksums` is True (every read checks every hash), ``"once"``
-      (each chunk on its first read in this process, while its shard is the
-      same file: see `sds_loader.checksums`) or False.
-    - At most `max_open_files` shards stay open (default: from the process's
-      file limit, see `sds_loader.file_budget`); what each shard's footer and
-      index say is kept for every shard touched (`index_bytes`).
-      `max_chunk_bytes` (default 2 GiB) caps what one chunk or record may
-      decode to, per thread: a damaged shard cannot make the reader
-      allocate more.
-    - Shards in S3 or GCS are read natively through the same plan, as ranged
-      requests, up to `requests_in_flight` at once (default 64);
-      `object_store` is passed to `signal_dataset.open`. `cache_dir` keeps
-      what is fetched on the node's disk, shared by every process given it
-      and bounded by `cache_limit` (docs/node-cache.md).
-    - `annotations`, `extras` and `labels` add what a batch carries beside
-      its fields (docs/annotations.md).
+    - `fields=None` selects every field; `targets` are scalar metadata keys
+      (strings become classes, see `labels`).
+    - `threads` defaults to min(4, CPU count); in a DataLoader worker pass 1.
+    - `window` (a `Window`) keeps `length` positions of one axis from a start
+      per row, so records of different lengths batch together.
+    - `verify_checksums`: True (every read), ``"once"`` (each chunk's first
+      read in this process, see `sds_loader.checksums`) or False.
+    - `max_open_files` and `max_chunk_bytes` bound descriptors and what one
+      damaged chunk may make the reader allocate.
+    - `object_store`, `requests_in_flight`, `cache_dir` and `cache_limit`
+      for shards in S3 or GCS (docs/object-storage.md, docs/node-cache.md).
+    - `annotations`, `extras` and `labels`: what a batch carries beside its
+      fields (docs/annotations.md).
 
-    A reference dataset is read natively from the shards its manifests name.
     Shards the core cannot read are served by signal_dataset's reader in a
-    helper process, with identical results (docs/formats.md); `stats` counts
-    which path served each record.
+    helper process, with identical results (docs/formats.md).
     """
 
     def __init__(
@@ -123,35 +108,31 @@ class BatchReader:
         self._extras = BatchExtras(options.annotations, self._labels, options.extras, options.window)
         # fields= and targets= are checked against record 0 here, so that a
         # typo fails in the constructor rather than in a DataLoader's worker.
-        self._layouts.check_names(self._process(), self._fetched)
+        self._layouts.check_names(self.process_state(), self._fetched)
         if options.annotations:
-            self._extras.check(self._process(), options.fields, len(self))
+            self._extras.check(self.process_state(), options.fields, len(self))
 
     # -- this process's state (dataset_protocol.ProcessLocal) -----------------
 
-    def _process(self) -> ProcessState:
-        return self._here.get(self._options.open_state)
-
     def process_state(self) -> ProcessState:
         """This process's open dataset, shards, source and native reader, opened on first use."""
-        return self._process()
+        return self._here.get(self._options.open_state)
 
     def opened_state(self, *, inherited: bool = False) -> ProcessState | None:
         """This process's state if it is open already (never opening it), else None.
 
-        With `inherited`, a forked process's copy of its parent's state too:
-        only to look at what it learnt (the shard tables a pickle carries),
-        never to read through, since its descriptors are the parent's.
+        With `inherited`, a forked process's copy of its parent's too: to look
+        at what it learnt, never to read through (its descriptors are the parent's).
         """
         return self._here.opened(inherited=inherited)
 
     def shard_table(self) -> ShardTable | None:
         """Where this process's reader finds each record (None when signal_dataset reads them all).
 
-        For `ShardAwareSampler`, which would otherwise open the dataset again to
-        learn it: in object storage that is several requests one after another.
+        Samplers ask the reader rather than open the dataset again, which in
+        object storage is several requests one after another.
         """
-        return self._process().table
+        return self.process_state().table
 
     _addressing = shard_table  # the name of earlier releases
 
@@ -159,9 +140,8 @@ class BatchReader:
     def stats(self) -> ReadStats:
         """What this reader did in this process; fetch counts include every byte fetched so far.
 
-        The source fetches on threads of its own (readahead, announcements), so
-        the fetch counts are brought up to date whenever they are looked at,
-        not only around reads: bytes read ahead and never read are counted too.
+        Readahead fetches on threads of its own, so its counts are brought up
+        to date whenever they are looked at, not only around reads.
         """
         state = self.opened_state()
         if state is not None:
@@ -206,12 +186,12 @@ class BatchReader:
     @property
     def object_store(self) -> ObjectStore:
         """The store this process's dataset was opened with."""
-        return self._process().dataset.object_store
+        return self.process_state().dataset.object_store
 
     @property
     def native_unavailable_reason(self) -> str | None:
         """Why every record goes through signal_dataset, or None when none must."""
-        return self._process().native_reason
+        return self.process_state().native_reason
 
     @property
     def max_open_files(self) -> int:
@@ -221,13 +201,13 @@ class BatchReader:
     @property
     def index_bytes(self) -> int:
         """Bytes this process keeps of the footers and indexes of the shards read so far."""
-        native = self._process().native
+        native = self.process_state().native
         return 0 if native is None else int(native.index_bytes)
 
     @property
     def shards_indexed(self) -> int:
         """Shards whose footer and index this process has read (each once)."""
-        native = self._process().native
+        native = self.process_state().native
         return 0 if native is None else int(native.shards_indexed)
 
     @property
@@ -235,7 +215,7 @@ class BatchReader:
         """The layout of the last batch read (probing the first record if none was)."""
         if self._layouts.last is None and len(self) == 0:
             raise ValueError(f"dataset {self.uri} holds no records")
-        return self._layouts.known(self._process(), 0, self._fetched)
+        return self._layouts.known(self.process_state(), 0, self._fetched)
 
     @property
     def labels(self) -> Mapping[str, tuple[str, ...]]:
@@ -243,7 +223,7 @@ class BatchReader:
         return dict(self._labels.classes)
 
     def __len__(self) -> int:
-        return len(self._process().dataset)
+        return len(self.process_state().dataset)
 
     def close(self) -> None:
         """Release this process's connections, helper process and open shards.
@@ -277,41 +257,28 @@ class BatchReader:
     ) -> dict[str, np.ndarray]:
         """Read `indices` (any order, repeats allowed) into one array per field.
 
-        Row k of every array holds record `indices[k]`. With `out`, the caller's
-        buffers are checked in full before any byte is written, then filled and
-        returned; `allocator` instead supplies fresh buffers (shared or pinned
-        memory, say) when the reader allocates.
-
-        When the read raises (a corrupt record, say), `out` buffers that passed
-        the checks may already hold some rows, and the failing record's row may
-        be partly written: their contents are undefined until a read into them
-        succeeds. Avoiding that would mean decoding every batch into scratch
-        first and copying it, which costs a pass over every byte read.
-
-        With a window, `starts` gives each row's first position along the
-        window's axis (default: the window's crop, with seed 0 and epoch 0;
-        see `window_starts`). A start outside its record, or without padding a
-        window past its end, raises IndexError naming the record.
+        Row k of every array holds record `indices[k]`. With `out`, the
+        caller's buffers are checked in full, then filled and returned (after
+        a read that raises, their contents are undefined: checking every
+        batch in scratch first would cost a pass over every byte);
+        `allocator` supplies fresh buffers (shared or pinned memory, say).
+        With a window, `starts` gives each row's first position along its
+        axis (default: the window's crop with seed 0 and epoch 0).
         """
         started = time.perf_counter()  # the stats' "python" stage starts here
         ordinals = normalize(indices, len(self))
         window = self._options.window
         row_starts, window_length = batch_placement(window, ordinals, starts, self._record_lengths)
-        state = self._process()
+        state = self.process_state()
         arrays = batch_read.read_batch(
             state,
             self._layouts,
             ordinals,
             row_starts,
-            lambda layout: batch_buffers(
-                layout,
-                ordinals.size,
-                out=out,
-                allocator=allocator,
-                window=window,
-                window_length=window_length,
-            ),
-            pad=window is not None and window.pad,
+            out=out,
+            allocator=allocator,
+            window=window,
+            window_length=window_length,
             threads=min(self._threads, _MAX_THREADS),
             stats=self._stats,
             started=started,
@@ -322,23 +289,17 @@ class BatchReader:
     def will_need(self, indices: Iterable[int] | np.ndarray, *, into_cache: bool = False) -> int:
         """Tell the storage that `indices` will be read soon; returns the bytes announced.
 
-        Called with the *next* batch while this one decodes, it keeps a cold
-        disk or a store busy instead of idle between batches, as
-        `ShardAwareSampler` does. For local shards the kernel is asked, from
-        a native thread, to start reading their chunks; for object storage a
-        background thread fetches them into a small cache that later reads
-        use (the call returns 0 before any request is made). With
-        `into_cache` and a `cache_dir`, the bytes go into the node cache only:
-        for a process whose announcements serve other processes' reads, such
-        as a DataLoader's main process. A hint never raises for a record or a
-        store that cannot be read; the read of it does. docs/reading.md says
-        what each kind of storage does with it and what it costs.
+        Called with the next batch while this one decodes, it keeps a cold
+        disk or a store busy between batches. With `into_cache`, object-store
+        bytes go into the node cache only, for a process whose announcements
+        serve other processes' reads. A hint never raises; the read does.
+        docs/reading.md says what each kind of storage does with it.
         """
         state = self.opened_state()
         if state is None:
             if sources.is_remote(self.uri):
                 return 0
-            state = self._process()
+            state = self.process_state()
         return batch_read.announce(state, normalize(indices, len(state.dataset)), into_cache=into_cache)
 
     def window_starts(
@@ -365,7 +326,7 @@ class BatchReader:
         `TargetError` naming the record.
         """
         ordinals = normalize(indices, len(self))
-        return self._process().metadata.columns(ordinals, names("keys", keys))
+        return self.process_state().metadata.columns(ordinals, names("keys", keys))
 
     def annotation_values(self, indices: Iterable[int] | np.ndarray, name: str) -> list[dict[str, object]]:
         """Each row's ``status``, JSON ``values``, ``provenance`` and ``detail_status`` in set `name`.
@@ -374,14 +335,14 @@ class BatchReader:
         Python: for inspection and bookkeeping, not a batch's hot path.
         """
         ordinals = normalize(indices, len(self))
-        return self._process().annotations.values(name, ordinals)
+        return self.process_state().annotations.values(name, ordinals)
 
     # -- internals ----------------------------------------------------------
 
     def _fetched(self) -> None:
-        read_stats.count_fetches(self._stats, self._process())
+        read_stats.count_fetches(self._stats, self.process_state())
 
     def _record_lengths(self, ordinals: np.ndarray) -> np.ndarray:
         window = self._options.window
         assert window is not None
-        return self._process().metadata.lengths(ordinals, window.axis, self._options.fields)
+        return self.process_state().metadata.lengths(ordinals, window.axis, self._options.fields)

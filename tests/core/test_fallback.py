@@ -283,7 +283,7 @@ def test_verify_checksums_off_is_said_not_to_reach_signal_dataset(tmp_path):
     with pytest.raises(sds_loader.CorruptShardError, match="verify_checksums=False does not reach"):
         reader.read([1])
     # The reader's settings reach the fallback, and the one it can honour is honoured.
-    settings = reader._process().fallback._settings
+    settings = reader.process_state().fallback._settings
     assert settings == fallback.ReadSettings(verify_checksums=False, max_open_files=3)
     assert fallback.open_dataset(root, None, settings).storage_options.max_open_shards == 3
 

@@ -144,7 +144,7 @@ def test_thread_counts_agree(compressed):
     indices = scrambled(MIXED_COUNT, seed=5) * 3
     one = sds_loader.BatchReader(compressed, threads=1, targets=MIXED_TARGETS).read(indices)
     reader = sds_loader.BatchReader(compressed, threads=3, targets=MIXED_TARGETS)
-    reader._process().native.work_per_helper = 0
+    reader.process_state().native.work_per_helper = 0
     # A woken helper may still lose the race for a batch this small, above
     # all on a loaded machine: read it again until one has decoded a run.
     deadline = time.monotonic() + 20

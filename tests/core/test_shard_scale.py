@@ -41,7 +41,7 @@ def test_each_footer_is_read_once_however_few_files_stay_open(many_shards):
         batch = reader.read(order)
         assert_matches_reference(many_shards, batch, order, ("samples",))
         touched |= {int(o) // PER_SHARD for o in order}
-    native = reader._process().native
+    native = reader.process_state().native
     # Far more shards than open files, most read in several batches: still
     # one footer each.
     assert len(touched) > 100
@@ -65,7 +65,7 @@ print(json.dumps({
     "hard": resource.getrlimit(resource.RLIMIT_NOFILE)[1],
     "budget": reader.max_open_files,
     "indexed": reader.shards_indexed,
-    "footers": reader._process().native.footer_reads,
+    "footers": reader.process_state().native.footer_reads,
     "checksum": float(np.abs(batch["samples"]).sum()),
 }))
 """

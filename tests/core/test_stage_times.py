@@ -124,7 +124,7 @@ def test_uncompressed_spends_no_time_decompressing(zstd_root, plain_root):
 
 def test_two_threads_sum_their_threads(zstd_root):
     reader = sds_loader.BatchReader(zstd_root, threads=2)
-    reader._process().native.work_per_helper = 0  # wake the helper whatever the batch
+    reader.process_state().native.work_per_helper = 0  # wake the helper whatever the batch
     spent, wall = timed_reads(reader)
     assert spent.helped_batches > 0
     core = sum(v for k, v in spent.stage_seconds.items() if k != "python")
@@ -156,7 +156,7 @@ def test_timing_every_run_or_some_accounts_every_second(zstd_root, every):
     assert stage_times.sampling() == stage_times.DEFAULT_SAMPLING > 1
     with stage_times.sampled_every(every):
         reader = sds_loader.BatchReader(zstd_root, threads=1)
-    assert reader._process().native.stage_sampling == every
+    assert reader.process_state().native.stage_sampling == every
     spent, _ = timed_reads(reader)
     assert accounted(reader) == pytest.approx(1.0, rel=WALL_TOLERANCE)
     if not SANITIZED:

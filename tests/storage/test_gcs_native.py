@@ -80,7 +80,7 @@ def through(proxy: FaultProxy, uri: str) -> sds_loader.BatchReader:
 def test_a_share_of_failed_requests_is_retried_to_exact_bytes(proxy, gcs_dataset, fault):
     uri, local = gcs_dataset
     reader = through(proxy, uri)
-    source = reader._process().source
+    source = reader.process_state().source
     assert isinstance(source, GcsRangeSource) and source.options.endpoint == proxy.url
     proxy.reset(lambda n, method, path: fault if n % 3 == 1 and "objects%2Fdata%2F" in path else "pass")
     indices = [7, 19, 20, 33, 45, 2]

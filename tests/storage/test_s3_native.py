@@ -129,7 +129,7 @@ def proxy(rclone_server):
 def through(proxy: FaultProxy, uri: str, **options) -> sds_loader.BatchReader:
     store = S3ObjectStore(options=endpoint_options(proxy.url))
     reader = sds_loader.BatchReader(uri, targets=("label",), object_store=store, **options)
-    reader._process().source._backoff = sds.RetryPolicy(attempts=5, base_seconds=0.01, max_seconds=0.05)
+    reader.process_state().source._backoff = sds.RetryPolicy(attempts=5, base_seconds=0.01, max_seconds=0.05)
     return reader
 
 
@@ -254,7 +254,7 @@ def test_stats_count_each_request_once_with_reads_on_several_threads(rclone_data
     for thread in threads:
         thread.join(timeout=120)
     assert not problems, problems
-    counters = reader._process().source.counters
+    counters = reader.process_state().source.counters
     assert (reader.stats.fetch_requests, reader.stats.fetched_bytes) == (counters.requests, counters.bytes)
     assert reader.stats.native_records == 4 * 6 * 5
     assert reader.stats.batches == 4 * 6
@@ -300,7 +300,7 @@ def test_chunk_ranges_are_the_records_chunks(rclone_dataset):
     uri, local = rclone_dataset
     reader = sds_loader.BatchReader(uri)
     reader.read([0])
-    state = reader._process()
+    state = reader.process_state()
     indices = [1, 13, 26, 40]  # one record in each of four shards
     files, records = state.table.locate(np.asarray(indices))
     ranges = _native.chunk_ranges(state.native, files, records)
