@@ -7,6 +7,13 @@
 #
 #     bash scripts/test_python.sh /path/to/python3.12 [PYTEST ARGS...]
 #
+# CI builds and installs ahead of the run, at low priority beside other
+# steps, then runs the suite later: `--prepare DIR` stops once DIR holds the
+# wheel and its environment; `--prepared DIR` runs the suite in it.
+#
+#     bash scripts/test_python.sh --prepare DIR /path/to/python3.12
+#     bash scripts/test_python.sh --prepared DIR [PYTEST ARGS...]
+#
 # The interpreter needs pip and venv, nothing else: build_wheel.sh brings
 # the build requirements. torch is not installed (on PyPI, torch for Linux
 # is a CUDA build of several GB), so the tests that need it skip, saying why
@@ -18,25 +25,50 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ $# -lt 1 ]; then
-    echo "usage: bash scripts/test_python.sh /path/to/python [PYTEST ARGS...]" >&2
+usage() {
+    echo "usage: bash scripts/test_python.sh [--prepare DIR] /path/to/python [PYTEST ARGS...]" >&2
+    echo "       bash scripts/test_python.sh --prepared DIR [PYTEST ARGS...]" >&2
     exit 2
-fi
-PY="$1"
-shift
+}
+mode=all
+case "${1:-}" in
+--prepare | --prepared)
+    mode="${1#--}"
+    [ $# -ge 2 ] || usage
+    work="$2"
+    shift 2
+    ;;
+*)
+    work="$(mktemp -d)"
+    trap 'rm -rf "$work"' EXIT
+    ;;
+esac
 
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-
-PYTHON="$PY" bash scripts/build_wheel.sh "$work/dist"
-wheel="$(ls "$work"/dist/sds_loader-*manylinux*.whl)"
-"$PY" -m venv "$work/venv"
-# With the build requirements too: tests/packaging/test_packaging.py makes an sdist
-# with the build backend itself (no compiling).
-"$work/venv/bin/python" -c 'import tomllib
+if [ "$mode" != prepared ]; then
+    [ $# -ge 1 ] || usage
+    PY="$1"
+    shift
+    mkdir -p "$work"
+    PYTHON="$PY" bash scripts/build_wheel.sh "$work/dist"
+    wheel="$(ls "$work"/dist/sds_loader-*manylinux*.whl)"
+    "$PY" -m venv "$work/venv"
+    # With the build requirements too: tests/packaging/test_packaging.py makes an sdist
+    # with the build backend itself (no compiling).
+    "$work/venv/bin/python" -c 'import tomllib
 with open("pyproject.toml", "rb") as handle:
     print("\n".join(tomllib.load(handle)["build-system"]["requires"]))' >"$work/build-requirements.txt"
-"$work/venv/bin/python" -m pip install -q "$wheel[test]" -r "$work/build-requirements.txt"
+    "$work/venv/bin/python" -m pip install -q "$wheel[test]" -r "$work/build-requirements.txt"
+    if [ "$mode" = prepare ]; then
+        echo "prepared $work: $wheel"
+        exit 0
+    fi
+else
+    wheel="$(ls "$work"/dist/sds_loader-*manylinux*.whl 2>/dev/null || true)"
+    if [ -z "$wheel" ] || [ ! -x "$work/venv/bin/python" ]; then
+        echo "test_python: $work holds no prepared wheel and environment (--prepare DIR first)" >&2
+        exit 2
+    fi
+fi
 
 if [ $# -eq 0 ]; then
     # The Quick start's tests and the wheel's (which check the wheel built

@@ -5,6 +5,8 @@
 # drove it fails and this script exits non-zero.
 #
 #     bash scripts/test_sanitized.sh [PYTEST ARGS...]   # default: the Quick start's suite (less fuzz and wheel), then the corruption sweep whole
+#     bash scripts/test_sanitized.sh --build-only       # the sanitized build alone (CI makes it beside other steps)
+#     bash scripts/test_sanitized.sh --built [ARGS...]  # the run alone, on the build --build-only made
 #
 # Python: the one scripts/bootstrap.sh installed into ($PYTHON, else the
 # active virtual or conda environment, else the project's .venv).
@@ -16,9 +18,23 @@ cd "$(dirname "$0")/.."
 . scripts/installed_python.sh
 SITE="$PWD/build/sanitized-site"
 
-rm -rf "$SITE"
-SDS_LOADER_SANITIZE=ON "$PY" -m pip install -q --no-build-isolation --no-deps --target "$SITE" \
-    --config-settings=build-dir="$PWD/build/sanitized" .
+build=yes
+case "${1:-}" in
+--build-only) build=only; shift ;;
+--built) build=no; shift ;;
+esac
+if [ "$build" != no ]; then
+    rm -rf "$SITE"
+    SDS_LOADER_SANITIZE=ON "$PY" -m pip install -q --no-build-isolation --no-deps --target "$SITE" \
+        --config-settings=build-dir="$PWD/build/sanitized" .
+    if [ "$build" = only ]; then
+        echo "built the sanitized extension into $SITE"
+        exit 0
+    fi
+elif [ ! -d "$SITE/sds_loader" ]; then
+    echo "test_sanitized: no sanitized build in $SITE (--build-only first)" >&2
+    exit 2
+fi
 # The editable install's import hook would load the normal extension. Every
 # Python this run starts (pytest, its xdist workers, spawned DataLoader
 # workers, a test's subprocesses) imports this sitecustomize from PYTHONPATH,

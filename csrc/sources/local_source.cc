@@ -24,8 +24,11 @@ namespace sdsl {
 namespace {
 
 // Ranges probed for residency before a batch; more cost syscalls on every
-// warm batch, fewer miss a partly cold one.
+// warm batch, fewer miss a partly cold one. A small batch gets one probe a
+// kBytesPerProbe of it: at 16 short records, four probes cost more than a
+// record's decompression, and what a missed cold record costs is one fault.
 constexpr size_t kResidencyProbes = 4;
+constexpr uint64_t kBytesPerProbe = 64 << 10;
 // Reads in flight per Fetch call besides the caller's: enough to keep a
 // disk's queue busy, few enough that idle threads cost little.
 constexpr size_t kIoHelpers = 15;
@@ -260,9 +263,13 @@ FetchPlan LocalSource::PlanBatch(const RangeRequest* ranges, size_t count) {
   // that must come from the disk is better asked for in one large read than
   // faulted in from a mapping a page at a time.
   FetchPlan plan;
+  uint64_t bytes = 0;
+  for (size_t k = 0; k < count; ++k) bytes += ranges[k].size;
+  const size_t probes = std::min(
+      {count, kResidencyProbes, std::max<size_t>(1, static_cast<size_t>(bytes / kBytesPerProbe))});
   try {
-    for (size_t k = 0; k < kResidencyProbes && k < count; ++k) {
-      const RangeRequest& range = ranges[k * count / std::min(count, kResidencyProbes)];
+    for (size_t k = 0; k < probes; ++k) {
+      const RangeRequest& range = ranges[k * count / probes];
       if (range.size == 0) continue;
       // The last byte: readahead from an earlier read may have brought the first.
       if (!Resident(Open(range.file)->fd, range.offset + range.size - 1)) {

@@ -266,10 +266,10 @@ class BatchReader:
         axis (default: the window's crop with seed 0 and epoch 0).
         """
         started = time.perf_counter()  # the stats' "python" stage starts here
-        ordinals = normalize(indices, len(self))
+        state = self.process_state()
+        ordinals = normalize(indices, len(state.dataset))
         window = self._options.window
         row_starts, window_length = batch_placement(window, ordinals, starts, self._record_lengths)
-        state = self.process_state()
         arrays = batch_read.read_batch(
             state,
             self._layouts,
