@@ -176,6 +176,56 @@ void TakeWindowLength(const py::object& object, size_t count, sdsl::FieldSlot* s
   slot->row_bytes = RowBytes(slot->name, slot->dtype, slot->shape);
 }
 
+// A batch's outputs made ready for the core: the layout with each slot
+// pointed at its buffer (the batch's own copy: another thread may read with
+// the same layout), the buffers exported until the read returns, and the
+// flags the core sets for rows it leaves to signal_dataset.
+struct PreparedBatch {
+  sdsl::BatchLayout layout;
+  std::vector<py::buffer_info> held;
+  Int64Array starts;
+  py::array_t<uint8_t> needs_fallback;
+};
+
+PreparedBatch Prepare(const LayoutSpec& spec, const py::dict& buffers, size_t count,
+                      const py::object& starts, bool pad) {
+  PreparedBatch batch{spec.layout, {}, {}, py::array_t<uint8_t>(static_cast<py::ssize_t>(count))};
+  sdsl::BatchLayout& layout = batch.layout;
+  batch.held.reserve(2 * layout.fields.size() + layout.targets.size());
+  for (size_t f = 0; f < layout.fields.size(); ++f) {
+    sdsl::FieldSlot& slot = layout.fields[f];
+    const py::object buffer = BufferNamed(buffers, slot.name);
+    if (slot.window_axis >= 0) {
+      if (starts.is_none()) {
+        throw py::value_error("field " + slot.name + " has a window axis, and the read no starts");
+      }
+      TakeWindowLength(buffer, count, &slot);
+    }
+    uint64_t bytes;
+    if (__builtin_mul_overflow(slot.row_bytes, count, &bytes)) {
+      throw py::value_error("field " + slot.name + " has rows too large to address");
+    }
+    slot.base = WritableBase(buffer, bytes, slot.name, &batch.held);
+    const std::string& lengths = spec.length_keys[f];
+    if (!lengths.empty() && buffers.contains(py::str(lengths))) {
+      slot.lengths = WritableBase(buffers[py::str(lengths)], 8 * count, lengths, &batch.held);
+    }
+  }
+  for (sdsl::TargetSlot& target : layout.targets) {
+    target.base =
+        WritableBase(BufferNamed(buffers, target.key), 8 * count, target.key, &batch.held);
+  }
+  if (!starts.is_none()) {
+    batch.starts = starts.cast<Int64Array>();
+    if (batch.starts.ndim() != 1 || static_cast<size_t>(batch.starts.size()) != count) {
+      throw py::value_error("starts must be a 1-D array with one start per index");
+    }
+    layout.window.starts = batch.starts.data();
+    layout.window.pad = pad;
+  }
+  return batch;
+}
+
 py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
                           const Int64Array& shard_records, const Int64Array& ordinals,
                           const LayoutSpec& spec, const py::dict& buffers, int threads,
@@ -191,50 +241,37 @@ py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
       throw py::index_error("shard number " + std::to_string(file_data[i]) + " is out of range");
     }
   }
-  // The batch's own copy: another thread may read with the same layout.
-  sdsl::BatchLayout layout = spec.layout;
-  std::vector<py::buffer_info> held;  // every output, exported until the read returns
-  held.reserve(2 * layout.fields.size() + layout.targets.size());
-  for (size_t f = 0; f < layout.fields.size(); ++f) {
-    sdsl::FieldSlot& slot = layout.fields[f];
-    const py::object buffer = BufferNamed(buffers, slot.name);
-    if (slot.window_axis >= 0) {
-      if (starts.is_none()) {
-        throw py::value_error("field " + slot.name + " has a window axis, and the read no starts");
-      }
-      TakeWindowLength(buffer, count, &slot);
-    }
-    uint64_t bytes;
-    if (__builtin_mul_overflow(slot.row_bytes, count, &bytes)) {
-      throw py::value_error("field " + slot.name + " has rows too large to address");
-    }
-    slot.base = WritableBase(buffer, bytes, slot.name, &held);
-    const std::string& lengths = spec.length_keys[f];
-    if (!lengths.empty() && buffers.contains(py::str(lengths))) {
-      slot.lengths = WritableBase(buffers[py::str(lengths)], 8 * count, lengths, &held);
-    }
-  }
-  for (sdsl::TargetSlot& target : layout.targets) {
-    target.base = WritableBase(BufferNamed(buffers, target.key), 8 * count, target.key, &held);
-  }
-  py::array_t<uint8_t> needs_fallback(static_cast<py::ssize_t>(count));
-  uint8_t* flags = needs_fallback.mutable_data();
-  const int64_t* shard_record_data = shard_records.data();
-  const int64_t* ordinal_data = ordinals.data();
-  Int64Array start_array;
-  if (!starts.is_none()) {
-    start_array = starts.cast<Int64Array>();
-    if (start_array.ndim() != 1 || static_cast<size_t>(start_array.size()) != count) {
-      throw py::value_error("starts must be a 1-D array with one start per index");
-    }
-    layout.window.starts = start_array.data();
-    layout.window.pad = pad;
-  }
+  PreparedBatch batch = Prepare(spec, buffers, count, starts, pad);
+  uint8_t* flags = batch.needs_fallback.mutable_data();
   {
     py::gil_scoped_release release;
-    set.Read(file_data, shard_record_data, ordinal_data, count, layout, threads, flags);
+    set.Read(file_data, shard_records.data(), ordinals.data(), count, batch.layout, threads, flags);
   }
-  return needs_fallback;
+  return batch.needs_fallback;
+}
+
+py::array_t<uint8_t> ReadOrdinals(sdsl::ShardSet& set, const Int64Array& ordinals,
+                                  const LayoutSpec& spec, const py::dict& buffers, int threads,
+                                  const py::object& starts, bool pad) {
+  if (ordinals.ndim() != 1) throw py::value_error("ordinals must be a 1-D int64 array");
+  const size_t count = static_cast<size_t>(ordinals.size());
+  PreparedBatch batch = Prepare(spec, buffers, count, starts, pad);
+  uint8_t* flags = batch.needs_fallback.mutable_data();
+  {
+    py::gil_scoped_release release;
+    set.ReadOrdinals(ordinals.data(), count, batch.layout, threads, flags);
+  }
+  return batch.needs_fallback;
+}
+
+void KeepRuns(sdsl::ShardSet& set, const Int64Array& starts, const Int64Array& skips,
+              const Int64Array& files) {
+  if (starts.ndim() != 1 || skips.ndim() != 1 || files.ndim() != 1) {
+    throw py::value_error("starts, skips and files must be 1-D int64 arrays");
+  }
+  set.KeepRuns(std::vector<int64_t>(starts.data(), starts.data() + starts.size()),
+               std::vector<int64_t>(skips.data(), skips.data() + skips.size()),
+               std::vector<int64_t>(files.data(), files.data() + files.size()));
 }
 
 // Adds the stage seconds of `set`'s reads since the last call into `out`
@@ -323,6 +360,11 @@ void BindShardSet(py::module_& m) {
       .def("read", &Read, py::arg("files"), py::arg("shard_records"), py::arg("ordinals"),
            py::arg("layout"), py::arg("buffers"), py::arg("threads"),
            py::arg("starts") = py::none(), py::arg("pad") = false)
+      .def("read_ordinals", &ReadOrdinals, py::arg("ordinals"), py::arg("layout"),
+           py::arg("buffers"), py::arg("threads"), py::arg("starts") = py::none(),
+           py::arg("pad") = false, "read, each ordinal located in the shard table keep_runs kept.")
+      .def("keep_runs", &KeepRuns, py::arg("starts"), py::arg("skips"), py::arg("files"),
+           "Keeps a shard table's columns, for read_ordinals.")
       .def("probe", &Probe, py::arg("file"), py::arg("shard_record"), py::arg("ordinal"))
       .def_property_readonly("num_files", &sdsl::ShardSet::num_files)
       .def_property_readonly("worker_threads", &sdsl::ShardSet::worker_threads,

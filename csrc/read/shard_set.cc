@@ -2,8 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "base/reader_error.h"
 #include "read/executor.h"
+#include "read/ordinal_runs.h"
 #include "read/readahead.h"
 #include "sources/local_source.h"
 
@@ -50,6 +55,33 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
                   sampling > 0 ? &stages_ : nullptr, sampling) > 0) {
     helped_batches_.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+void ShardSet::KeepRuns(std::vector<int64_t> starts, std::vector<int64_t> skips,
+                        std::vector<int64_t> files) {
+  if (skips.size() != starts.size() || files.size() != starts.size()) {
+    Fail(ErrorKind::kArgument, "a shard table's columns must be of one length");
+  }
+  // The last entry only closes the last run: its file is read for no ordinal.
+  for (size_t run = 0; run + 1 < files.size(); ++run) {
+    const int64_t file = files[run];
+    if (file < 0 || static_cast<uint64_t>(file) >= num_files()) {
+      Fail(ErrorKind::kArgument, "the shard table names shard number " + std::to_string(file) +
+                                     " of " + std::to_string(num_files()));
+    }
+  }
+  run_starts_ = std::move(starts);
+  run_skips_ = std::move(skips);
+  run_files_ = std::move(files);
+}
+
+void ShardSet::ReadOrdinals(const int64_t* ordinals, size_t count, const BatchLayout& layout,
+                            int threads, uint8_t* needs_fallback) {
+  std::vector<int64_t> files(count), records(count);
+  const OrdinalRuns runs{run_starts_.data(), run_skips_.data(), run_files_.data(),
+                         run_starts_.size()};
+  LocateOrdinals(runs, ordinals, count, files.data(), records.data());
+  Read(files.data(), records.data(), ordinals, count, layout, threads, needs_fallback);
 }
 
 RecordProbe ShardSet::Probe(size_t file, uint64_t shard_record, int64_t ordinal) {

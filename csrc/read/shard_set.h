@@ -47,6 +47,18 @@ class ShardSet {
   void Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
             size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback);
 
+  // Keeps the dataset's shard table (OrdinalRuns' three columns, `starts`
+  // closed by the dataset's length), so that a batch can be given by its
+  // ordinals alone. A run naming a file past num_files() fails (kArgument).
+  void KeepRuns(std::vector<int64_t> starts, std::vector<int64_t> skips,
+                std::vector<int64_t> files);
+  // Reads a batch of ordinals as Read does, each located in the runs
+  // KeepRuns kept: for local shards the caller need not locate them first,
+  // which cost a small batch a round trip. An ordinal outside the runs, or
+  // a set that kept none, fails (kIndex).
+  void ReadOrdinals(const int64_t* ordinals, size_t count, const BatchLayout& layout, int threads,
+                    uint8_t* needs_fallback);
+
   RecordProbe Probe(size_t file, uint64_t shard_record, int64_t ordinal);
 
   // How this reader checks hashes (a per-call mode, for record_bytes, may differ).
@@ -109,6 +121,8 @@ class ShardSet {
   uint64_t work_per_helper_ = kDefaultWorkPerHelper;
   std::atomic<uint64_t> helped_batches_{0};
   StageTotals stages_;
+  // The shard table's columns, as KeepRuns was given them.
+  std::vector<int64_t> run_starts_, run_skips_, run_files_;
   std::atomic<uint32_t> stage_sampling_{kDefaultStageSampling};
   // Set when the set is destroyed: announcements still queued are dropped.
   std::atomic<bool> stopping_{false};

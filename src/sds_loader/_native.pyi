@@ -141,6 +141,18 @@ class ShardSet:
     ) -> npt.NDArray[np.uint8]:
         """Decodes the records into `layout`'s buffers, by name (a windowed field's shaped
         (rows, *shape)); returns 1 for each row the caller must read instead."""
+    def read_ordinals(
+        self,
+        ordinals: npt.ArrayLike,
+        layout: BatchLayout,
+        buffers: dict[str, _Writable],
+        threads: int,
+        starts: npt.ArrayLike | None = None,
+        pad: bool = False,
+    ) -> npt.NDArray[np.uint8]:
+        """read, each ordinal located in the shard table keep_runs kept."""
+    def keep_runs(self, starts: npt.ArrayLike, skips: npt.ArrayLike, files: npt.ArrayLike) -> None:
+        """Keeps a shard table's columns, for read_ordinals."""
     def probe(self, file: int, shard_record: int, ordinal: int) -> tuple[list[_ProbedField], str] | None:
         """One record's fields and its metadata as JSON, or None where the core cannot read it."""
     @property
@@ -180,6 +192,7 @@ def record_bytes(
     shard_set: ShardSet, verify: bool | str, files: npt.ArrayLike, records: npt.ArrayLike
 ) -> list[bytes | None]: ...
 def checked_ordinals(indices: npt.NDArray[np.int64], length: int) -> npt.NDArray[np.int64]: ...
+def checked_int_sequence(indices: object, length: int) -> npt.NDArray[np.int64] | None: ...
 def locate_ordinals(
     starts: npt.ArrayLike, skips: npt.ArrayLike, files: npt.ArrayLike, ordinals: npt.ArrayLike
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...

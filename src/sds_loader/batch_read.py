@@ -107,12 +107,19 @@ def read_into(
         read_stats.count_fallback_batch(stats, int(ordinals.size), batches, started)
         return
     assert state.table is not None
-    files, locals_ = state.table.locate(ordinals)
     layout = cached_native_layout(state, schema)
-    open_shards(state, files, stats)
+    remote = state.source is not None
+    if remote:
+        files, locals_ = state.table.locate(ordinals)
+        open_shards(state, files, stats)
     helped = state.native.helped_batches
     try:
-        needs_fallback = state.native.read(files, locals_, ordinals, layout, arrays, threads, starts, pad)
+        if remote:
+            needs_fallback = state.native.read(files, locals_, ordinals, layout, arrays, threads, starts, pad)
+        else:
+            # The core locates each ordinal in the table it keeps (ShardTable.native):
+            # a round trip less, which a batch of a few short records notices.
+            needs_fallback = state.native.read_ordinals(ordinals, layout, arrays, threads, starts, pad)
     except BaseException:
         read_stats.count_fetches(stats, state)
         read_stats.count_failed_native(stats, state.native, state.native.helped_batches - helped, started)

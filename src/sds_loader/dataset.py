@@ -298,7 +298,7 @@ class ShardTable:
 
         names = self.paths if isinstance(self.paths, ShardNames) else ShardNames(self.paths)
         # Any count past 2**32 means "no limit"; the native side takes a size_t.
-        return _native.ShardSet(
+        native = _native.ShardSet(
             verify_checksums=verify_checksums,
             max_open_files=min(max_open_files, 1 << 32),
             source=source,
@@ -306,6 +306,9 @@ class ShardTable:
             root=self.root,
             **names.native_arguments(),
         )
+        # So that a batch can be read by its ordinals alone (read_ordinals).
+        native.keep_runs(self.starts, self.skips, self.files)
+        return native
 
     @property
     def held_bytes(self) -> int:

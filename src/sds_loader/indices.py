@@ -9,7 +9,6 @@ import numpy as np
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT64 = np.dtype(np.int64)
-_PLAIN_INT = {int}
 
 
 def normalize(indices: Iterable[int] | np.ndarray, length: int) -> np.ndarray:
@@ -19,14 +18,17 @@ def normalize(indices: Iterable[int] | np.ndarray, length: int) -> np.ndarray:
     almost always a mask passed by mistake, and `3.0` usually means a float
     tensor of indices built by accident upstream.
     """
-    plain = _plain_int64(indices)
-    if plain is not None:
-        # The usual batch (a sampler's list, a shuffled permutation's slice):
-        # wrapped and checked in one native pass, where the checks below cost
-        # a small batch more than decoding one of its records.
-        from sds_loader import _native
+    # The usual batch (a sampler's list, a shuffled permutation's slice):
+    # wrapped and checked in one native pass, where the checks below cost a
+    # small batch more than decoding one of its records.
+    from sds_loader import _native
 
-        return _native.checked_ordinals(plain, length)
+    if type(indices) is list or type(indices) is tuple:
+        checked = _native.checked_int_sequence(indices, length)
+        if checked is not None:
+            return checked
+    elif type(indices) is np.ndarray and indices.dtype == _INT64 and indices.ndim == 1:
+        return _native.checked_ordinals(indices, length)
     if isinstance(indices, str | bytes) or not isinstance(indices, Iterable | np.ndarray):
         raise TypeError(f"indices must be a sequence of integers, not {type(indices).__name__}")
     if isinstance(indices, np.ndarray):
@@ -46,25 +48,8 @@ def normalize(indices: Iterable[int] | np.ndarray, length: int) -> np.ndarray:
         raise TypeError(f"indices must be integers; got an array of {array.dtype}")
     if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
         raise IndexError(f"index {int(array.max())} is out of range for {length} records")
-    from sds_loader import _native
-
     # Every value now fits int64 unchanged, so the native pass names the same index.
     return _native.checked_ordinals(array.astype(np.int64, copy=False), length)
-
-
-def _plain_int64(indices: object) -> np.ndarray | None:
-    """`indices` as a 1-D int64 array when it is one already, or a list or tuple of plain ints; else None."""
-    if type(indices) is np.ndarray:
-        return indices if indices.dtype == _INT64 and indices.ndim == 1 else None
-    if type(indices) is list or type(indices) is tuple:
-        # One set of the items' types: a DataLoader's batch of 256 checked
-        # in microseconds, where an ABC check per item costs 1-2 us each.
-        if set(map(type, indices)) <= _PLAIN_INT:
-            try:
-                return np.array(indices, dtype=np.int64)
-            except OverflowError:
-                return None  # past int64: normalize's own checks name the index
-    return None
 
 
 def normalize_one(index: object, length: int) -> int:

@@ -235,10 +235,6 @@ def describe_axes(layout: RecordLayout, fields: tuple[str, ...] | None = None) -
 Allocator = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 
 
-def default_allocator(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    return np.empty(shape, dtype=dtype)
-
-
 def allocate(schema: Schema, batch: int, allocator: Allocator | None = None) -> dict[str, np.ndarray]:
     """One fresh array per field, target and length, from `allocator` (numpy's by default).
 
@@ -246,18 +242,33 @@ def allocate(schema: Schema, batch: int, allocator: Allocator | None = None) -> 
     `allocator=`: a wrong shape or dtype, or an object without the buffer
     protocol, is refused before anything is written.
     """
-    layout = expected_layout(schema, batch)
     if allocator is None:
-        return {name: default_allocator(shape, dtype) for name, (shape, dtype) in layout.items()}
+        return {name: np.empty((batch, *row), dtype) for name, row, dtype in _rows(schema)}
+    layout = expected_layout(schema, batch)
     made = {name: allocator(shape, dtype) for name, (shape, dtype) in layout.items()}
     return _checked(made, layout, argument="allocator=", what="what allocator= returned for {name!r}")
 
 
 def expected_layout(schema: Schema, batch: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    layout = {spec.name: ((batch, *spec.shape), spec.dtype) for spec in schema.fields}
-    layout.update({target.key: ((batch,), target.dtype) for target in schema.targets})
-    layout.update({length_key(name): ((batch,), np.dtype(np.int64)) for name in schema.lengths})
-    return layout
+    return {name: ((batch, *row), dtype) for name, row, dtype in _rows(schema)}
+
+
+#: The last schema's arrays as (name, shape of one row, dtype). Every batch
+#: of a reader has the same schema object, and working these out again took
+#: a microsecond of a batch of 16 short records.
+_last_rows: tuple[Schema, tuple[tuple[str, tuple[int, ...], np.dtype], ...]] | None = None
+
+
+def _rows(schema: Schema) -> tuple[tuple[str, tuple[int, ...], np.dtype], ...]:
+    global _last_rows
+    last = _last_rows
+    if last is not None and last[0] is schema:
+        return last[1]
+    rows = tuple((spec.name, tuple(spec.shape), spec.dtype) for spec in schema.fields)
+    rows += tuple((target.key, (), target.dtype) for target in schema.targets)
+    rows += tuple((length_key(name), (), np.dtype(np.int64)) for name in schema.lengths)
+    _last_rows = (schema, rows)
+    return rows
 
 
 def adopt(out: Mapping[str, object], schema: Schema, batch: int) -> dict[str, np.ndarray]:

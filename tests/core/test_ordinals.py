@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import signal_dataset as sds
+from native_batches import native_read, open_native
 from native_required import _native
 from sds_factory import write_dataset
 
@@ -105,6 +106,20 @@ def test_an_empty_dataset_refuses_every_index_and_accepts_an_empty_batch() -> No
         indices.normalize(np.asarray([-1], dtype=np.int64), 0)
 
 
+def test_the_native_sequence_check_takes_only_lists_and_tuples_of_plain_ints() -> None:
+    """What it hands back None for goes through Python's checks, which name the item."""
+
+    class Batch(list):  # a subclass may override iteration
+        pass
+
+    assert _native.checked_int_sequence([3, -1], LENGTH).tolist() == [3, LENGTH - 1]
+    assert _native.checked_int_sequence((), LENGTH).tolist() == []
+    for other in ([1, True], [1, np.int64(2)], [1, 2**63], Batch([1]), np.arange(3), range(3), "12"):
+        assert _native.checked_int_sequence(other, LENGTH) is None, other
+    with pytest.raises(IndexError, match=f"index {LENGTH} is out of range"):
+        _native.checked_int_sequence([0, LENGTH], LENGTH)
+
+
 def test_the_native_check_refuses_what_is_not_a_batch() -> None:
     with pytest.raises(ValueError, match="1-D"):
         _native.checked_ordinals(np.zeros((2, 2), dtype=np.int64), LENGTH)
@@ -187,3 +202,37 @@ def test_a_dataset_written_into_many_small_shards_reads_every_record_where_it_is
     batch = sds_loader.BatchReader(str(root), fields=("samples",)).read(order)
     for row, ordinal in zip(batch["samples"], order.tolist(), strict=True):
         assert row.tobytes() == reference[ordinal]["samples"].data.tobytes()
+
+
+def test_a_batch_read_by_ordinal_alone_is_the_batch_read_by_place(sharded: str) -> None:
+    """read_ordinals locates each ordinal in the table keep_runs kept, as ShardTable.locate does."""
+    native, table = open_native(sharded)
+    ordinals = [49, 0, 7, 7, 13, 48, 6]
+    by_place = native_read(native, table, ordinals, threads=1)
+    files, records = table.locate(np.asarray(ordinals[:1], dtype=np.int64))
+    fields, _ = native.probe(int(files[0]), int(records[0]), ordinals[0])
+    layout = _native.BatchLayout()
+    for name, key, dtype, shape in fields:
+        layout.add_field(name, key, dtype, tuple(shape))
+    layout.add_target("label", "i")
+    by_ordinal = {name: np.zeros_like(array) for name, array in by_place.items()}
+    wanted = np.asarray(ordinals, dtype=np.int64)
+    with pytest.raises(IndexError, match="holds no runs"):
+        native.read_ordinals(wanted, layout, by_ordinal, 1)
+    native.keep_runs(table.starts, table.skips, table.files)
+    assert not native.read_ordinals(wanted, layout, by_ordinal, 1).any()
+    for name, array in by_place.items():
+        assert np.array_equal(by_ordinal[name], array), name
+    with pytest.raises(IndexError, match="ordinal 50 is outside the shard table's runs"):
+        two = {name: array[:2].copy() for name, array in by_ordinal.items()}
+        native.read_ordinals(np.asarray([3, 50], dtype=np.int64), layout, two, 1)
+
+
+def test_a_kept_table_may_name_only_the_sets_shards(sharded: str) -> None:
+    native, table = open_native(sharded)
+    files = table.files.copy()
+    files[0] = native.num_files
+    with pytest.raises(ValueError, match=f"names shard number {native.num_files} of {native.num_files}"):
+        native.keep_runs(table.starts, table.skips, files)
+    with pytest.raises(ValueError, match="of one length"):
+        native.keep_runs(table.starts, table.skips[:-1], table.files)
