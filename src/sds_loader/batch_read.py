@@ -108,18 +108,13 @@ def read_into(
         return
     assert state.table is not None
     layout = cached_native_layout(state, schema)
-    remote = state.source is not None
-    if remote:
-        files, locals_ = state.table.locate(ordinals)
-        open_shards(state, files, stats)
+    if state.source is not None:
+        open_shards(state, state.table.locate(ordinals)[0], stats)
     helped = state.native.helped_batches
     try:
-        if remote:
-            needs_fallback = state.native.read(files, locals_, ordinals, layout, arrays, threads, starts, pad)
-        else:
-            # The core locates each ordinal in the table it keeps (ShardTable.native):
-            # a round trip less, which a batch of a few short records notices.
-            needs_fallback = state.native.read_ordinals(ordinals, layout, arrays, threads, starts, pad)
+        # The core locates each ordinal in the table it keeps (ShardTable.native):
+        # a round trip less, which a batch of a few short records notices.
+        needs_fallback = state.native.read_ordinals(ordinals, layout, arrays, threads, starts, pad)
     except BaseException:
         read_stats.count_fetches(stats, state)
         read_stats.count_failed_native(stats, state.native, state.native.helped_batches - helped, started)
@@ -169,10 +164,11 @@ def open_shards(state: ProcessState, files: np.ndarray, stats: ReadStats) -> Non
 def announce_first_batch(state: ProcessState, ordinals: np.ndarray, stats: ReadStats) -> None:
     """Before the first batch's probe: open its shards together, and in object storage ask
     for its chunks at once, so that the probe waits among them, not in a round trip of its own."""
-    if ordinals.size and state.table is not None:
+    # Local shards are opened as the core plans the batch, and need no hint.
+    if ordinals.size and state.table is not None and state.source is not None:
         files, records = state.table.locate(ordinals)
         open_shards(state, files, stats)
-        if state.source is not None and state.native is not None:
+        if state.native is not None:
             from sds_loader import _native
 
             _native.hint_records(state.native, files, records)
