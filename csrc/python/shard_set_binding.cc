@@ -289,7 +289,9 @@ void AddStageSeconds(sdsl::ShardSet& set, py::array_t<double, 0>& out, double py
   const double per_tick = sdsl::SecondsPerTick();
   double* seconds = out.mutable_data();
   for (size_t s = 0; s < sdsl::kStages; ++s) seconds[s] += times.ticks[s] * per_tick;
-  seconds[sdsl::kStages] += python_wall - wall * per_tick;
+  // Stage times off time nothing, Python's part included: a lone "python"
+  // stage would read as the whole of the reads' time.
+  if (set.stage_sampling() > 0) seconds[sdsl::kStages] += python_wall - wall * per_tick;
 }
 
 py::object Probe(sdsl::ShardSet& set, size_t file, uint64_t shard_record, int64_t ordinal) {
@@ -395,7 +397,8 @@ void BindShardSet(py::module_& m) {
                     "runs shared out as those were); 0 times no stage at all.")
       .def("add_stage_seconds", &AddStageSeconds, py::arg("out"), py::arg("python_wall"),
            "Adds the stage seconds of the reads since the last call into `out` (float64, one "
-           "per name of STAGES), Python's as `python_wall` less the core's time.")
+           "per name of STAGES), Python's as `python_wall` less the core's time; with "
+           "stage_sampling 0, none.")
       .def_property_readonly("helped_batches", &sdsl::ShardSet::helped_batches,
                              "Batches in which a helper thread decoded at least one run.")
       .def(

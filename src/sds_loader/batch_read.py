@@ -104,7 +104,9 @@ def read_into(
     more batches once it succeeds, and the read's stage times (Python's since `started`)."""
     if state.native is None:
         state.fallback.fill(ordinals, np.arange(ordinals.size), schema, arrays, starts, pad)
-        read_stats.count_fallback_batch(stats, int(ordinals.size), batches, started)
+        read_stats.count_fallback_batch(
+            stats, int(ordinals.size), batches, started if state.stage_sampling else None
+        )
         return
     assert state.table is not None
     layout = cached_native_layout(state, schema)

@@ -64,13 +64,15 @@ class ProcessState:
         )
         self.native = None
         self.source = None
+        #: One run of a batch in how many this reader times stage by stage (0: none).
+        self.stage_sampling = stage_times.sampling()
         if self.native_reason is None:
             assert self.table is not None
             self.source = sources.for_shards(
                 self.dataset, self.table.paths, requests_in_flight=requests_in_flight
             )
             self.native = self.table.native(verify_checksums, max_open_files, self.source)
-            self.native.stage_sampling = stage_times.sampling()
+            self.native.stage_sampling = self.stage_sampling
         self._verify = verify_checksums
         self._max_open_files = max_open_files
         self._metadata: MetadataShards | None = None

@@ -135,11 +135,13 @@ def count_fetches(stats: ReadStats, state: ProcessState) -> None:
     state.source.check_cache()
 
 
-def count_fallback_batch(stats: ReadStats, records: int, batches: int, started: float) -> None:
-    """A read signal_dataset served whole: its records, batches, and Python's time since `started`."""
+def count_fallback_batch(stats: ReadStats, records: int, batches: int, started: float | None) -> None:
+    """A read signal_dataset served whole: its records, batches, and Python's time since
+    `started` (None: the reader times no stage)."""
     stats._add(fallback_records=records, batches=batches)
-    with _LOCK:
-        stats._stage[-1] += time.perf_counter() - started
+    if started is not None:
+        with _LOCK:
+            stats._stage[-1] += time.perf_counter() - started
 
 
 def count_failed_native(stats: ReadStats, native: Any, helped: int, started: float) -> None:

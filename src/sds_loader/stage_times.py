@@ -5,7 +5,9 @@ and hands the seconds over once a batch, into one float64 array a reader's
 stats keep: a single call, under the GIL, whatever the number of stages. The
 last stage, "python", is the time of `read()` as Python measured it, less
 the core's own: checking arguments, allocating rows, planning which shard
-holds each record, and any record the Python fallback reads.
+holds each record, and any record the Python fallback reads. A reader made
+with sampling 0 times nothing, Python's part included: a lone "python"
+stage would read as the whole of the reads' time.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ SAMPLING_ENV = "SDS_LOADER_STAGE_SAMPLING"
 #: One run of a batch in this many is timed stage by stage, the others' time
 #: shared out as those runs' was: timing every run of short records costs
 #: about 2% of their read (docs/performance.md), one in four a quarter of that.
+#: The core's own default (ShardSet::kDefaultStageSampling) is the same.
 DEFAULT_SAMPLING = 4
 
 

@@ -10,6 +10,7 @@ decompressing; snapshots freeze, subtract and add. Speed (what timing them costs
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ import time
 import numpy as np
 import pytest
 from native_required import _native
+from repo_paths import REPO
 from sds_factory import capture, write_dataset
 
 import sds_loader
@@ -163,12 +165,35 @@ def test_timing_every_run_or_some_accounts_every_second(zstd_root, every):
         assert spent.stage_seconds["decompress"] == max(spent.stage_seconds.values())
 
 
-def test_untimed_reads_have_only_pythons_time(zstd_root):
+def test_untimed_reads_time_nothing_not_even_python(zstd_root):
+    # A lone "python" stage would read as the whole of the reads' time.
     with stage_times.sampled_every(0):
         untimed = sds_loader.BatchReader(zstd_root, threads=1)
-    seconds = timed_reads(untimed)[0].stage_seconds
-    assert {k: v for k, v in seconds.items() if k != "python"} == dict.fromkeys(stage_times.STAGES[:-1], 0.0)
-    assert seconds["python"] > 0
+    spent = timed_reads(untimed)[0]
+    assert spent.native_records == 12 * 16
+    assert spent.stage_seconds == dict.fromkeys(stage_times.STAGES, 0.0)
+
+
+#: How the pages write "one run of a batch in N".
+IN_WORDS = {2: "two", 3: "three", 4: "four", 8: "eight"}
+
+
+def test_one_default_in_the_core_the_python_and_both_pages(zstd_root):
+    """What is timed by default, said alike by the core, the Python and both pages that say it."""
+    every = stage_times.DEFAULT_SAMPLING
+    assert _native.ShardSet([], True, 8).stage_sampling == every
+    assert sds_loader.BatchReader(zstd_root, threads=1).process_state().native.stage_sampling == every
+    said = f"one run of a batch in {IN_WORDS[every]}"
+    for page in ("input-bound.md", "performance.md"):
+        with open(os.path.join(REPO, "docs", page), encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+        # A table's row is a claim of its own; the prose, sentence by sentence.
+        rows = [line for line in lines if line.startswith("|") and "default" in line]
+        prose = " ".join(" ".join(line for line in lines if not line.startswith("|")).split())
+        sentences = [s for s in re.split(r"(?<=[.;:])\s", prose) if "default" in s and "timed" in s]
+        assert sentences, page
+        for claim in sentences + rows:
+            assert said in claim.lower(), (page, claim)
 
 
 def test_a_bad_sampling_setting_names_the_variable():

@@ -25,12 +25,8 @@ COLOURS = ("#8c564b", "#d62728", "#9467bd", "#1f77b4", "#2ca02c", "#ff7f0e", "#7
 
 def profiled(rows: Sequence[Row]) -> list[Row]:
     """The rows that have stage times to show."""
-    # A row whose core timed nothing (stage times off) has only Python's share to show.
-    return [row for row in rows if row.records and row.stage_seconds and _core_seconds(row.stage_seconds) > 0]
-
-
-def _core_seconds(seconds: dict[str, float]) -> float:
-    return sum(value for stage, value in seconds.items() if stage != "python")
+    # A row read with stage times off timed nothing: it has no shares to show.
+    return [row for row in rows if row.records and row.stage_seconds and sum(row.stage_seconds.values()) > 0]
 
 
 def shares(row: Row) -> list[float]:
