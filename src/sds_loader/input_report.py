@@ -5,21 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sds_loader import input_diagnosis
+from sds_loader.rank_share import RankShare
 from sds_loader.read_stats import ReadStats
-
-
-@dataclass(frozen=True)
-class RankShare:
-    """One rank's wait for data."""
-
-    rank: int
-    steps: int
-    wait_seconds: float
-    loop_seconds: float
-
-    @property
-    def wait_share(self) -> float:
-        return self.wait_seconds / self.loop_seconds if self.loop_seconds > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -31,12 +18,15 @@ class InputReport:
     #: Time inside next() for each batch, and from each batch to the next (the step).
     waits: tuple[float, ...]
     step_seconds: tuple[float, ...]
-    #: The reads made meanwhile (every process, when the source sums its workers),
-    #: and the DataLoader workers' part of them; None without a stats source.
+    #: The reads made meanwhile (every process, when the source sums its workers;
+    #: every rank's, once gathered), and the DataLoader workers' part of them;
+    #: None without a stats source.
     reads: ReadStats | None = None
     worker_reads: ReadStats | None = None
-    #: One entry per rank when gathered over torch.distributed (`gather_ranks`).
+    #: One entry per rank when gathered over torch.distributed (`gather_ranks`),
+    #: and the rank this report was taken on.
     ranks: tuple[RankShare, ...] = ()
+    rank: int | None = None
 
     @property
     def first_wait(self) -> float:
@@ -65,7 +55,8 @@ class InputReport:
             wait_share=self.wait_share,
             mean_step=self.loop_seconds / max(len(self.step_seconds), 1),
             first_wait=self.first_wait,
-            ranks=[(rank.rank, rank.wait_share) for rank in self.ranks],
+            ranks=self.ranks,
+            rank=self.rank,
             reads=self.reads,
             worker_reads=self.worker_reads,
         )

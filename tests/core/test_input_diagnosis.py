@@ -6,6 +6,7 @@ import pytest
 
 from sds_loader import ReadStats
 from sds_loader.input_diagnosis import INPUT_BOUND_SHARE, diagnose
+from sds_loader.rank_share import RankShare
 from sds_loader.stage_times import STAGES, from_mapping
 
 
@@ -15,16 +16,25 @@ def stats(stage: str, **counts: int) -> ReadStats:
     return ReadStats(**counts, _stage=from_mapping(seconds))
 
 
-def words(share: float, reads: ReadStats | None, workers: ReadStats | None = None, ranks=()) -> str:
+def words(
+    share: float, reads: ReadStats | None, workers: ReadStats | None = None, ranks=(), rank=None
+) -> str:
     return diagnose(
         steps=10,
         wait_share=share,
         mean_step=0.01,
         first_wait=0.2,
         ranks=list(ranks),
+        rank=rank,
         reads=reads,
         worker_reads=workers,
     )
+
+
+def rank(number: int, share: float, reads: ReadStats | None = None, in_workers: bool = False) -> RankShare:
+    """A rank that waited `share` of a 1 s loop, its reads all in its workers or none there."""
+    workers = None if reads is None else (reads if in_workers else ReadStats())
+    return RankShare(number, 10, share, 1.0, reads, workers)
 
 
 def test_the_threshold_decides_the_verdict():
@@ -56,9 +66,57 @@ def test_reads_in_workers_are_named_so():
 
 
 def test_the_worst_rank_decides():
-    text = words(0.02, stats("decompress"), ranks=[(0, 0.02), (1, 0.4)])
-    assert "from 2% (rank 0) to 40% (rank 1)" in text and "It is input-bound." in text
+    text = words(0.02, stats("decompress"), ranks=[rank(0, 0.02), rank(1, 0.4)], rank=0)
+    assert "from 2% (rank 0) to 40% (rank 1)" in text and "It is input-bound: rank 1 waits" in text
+    assert text.startswith("On this rank (rank 0) the loop waited for data 2%"), text
+    assert "Pass stats=" in text
 
 
-def test_no_stage_times_says_why():
-    assert "SDS_LOADER_STAGE_SAMPLING=0" in words(0.6, ReadStats())
+def test_the_waiting_rank_is_described_from_its_own_reads():
+    # Rank 0 reads far more, in its workers, and does not wait; rank 1 reads in its own process.
+    busy = stats("copy")
+    busy = busy + busy + busy
+    ranks = [rank(0, 0.01, busy, in_workers=True), rank(1, 0.7, stats("decompress"))]
+    summed = ranks[0].reads + ranks[1].reads
+    for me in (0, 1):
+        text = words(ranks[me].wait_share, summed, ranks[0].reads, ranks=ranks, rank=me)
+        assert "rank 1 waits for data 70% of its time" in text, text
+        own = "On rank 1 the reads took 1.06 s in the training process itself (no workers), 94% of it decompr"
+        assert own in text, text
+        assert "DataLoader workers (num_workers=2 or more)" in text, text
+        assert (
+            "in the DataLoader workers" not in text and "copying" not in text and "On rank 0" not in text
+        ), text
+        assert ("what follows is about rank 1" in text) == (me == 0), text
+
+
+def test_waiting_ranks_that_read_alike_are_spoken_of_together():
+    ranks = [
+        rank(0, 0.5, stats("decompress"), in_workers=True),
+        rank(1, 0.05, stats("decompress")),
+        rank(2, 0.3, stats("decompress"), in_workers=True),
+        rank(3, 0.2, stats("hash")),
+    ]
+    text = words(0.05, None, ranks=ranks, rank=1)
+    assert "ranks 0, 2 and 3 wait for data more than 10% of their time (up to 50%)" in text, text
+    assert "On ranks 0 and 2 together the reads took 2.12 s in the DataLoader workers" in text, text
+    assert "On rank 3 the reads took 1.06 s in the training process itself (no workers)" in text, text
+    assert 'verify_checksums="once"' in text and "rank 1 " not in text.split("(rank 3).")[-1], text
+
+
+def test_a_job_no_rank_of_which_waits_is_not_input_bound():
+    text = words(0.05, stats("decompress"), ranks=[rank(0, 0.05, stats("decompress")), rank(1, 0.08)])
+    assert "It is not input-bound" in text and "the reads took" not in text, text
+
+
+def test_reads_not_timed_say_that_nothing_was_timed():
+    text = words(0.6, ReadStats(batches=7, native_records=56))
+    assert "The reads (7 batches) were not timed stage by stage" in text, text
+    assert "SDS_LOADER_STAGE_SAMPLING=0" in text and "one run of a batch in 4" in text, text
+    assert "Python" not in text, text
+    untimed_rank = words(0.01, None, ranks=[rank(0, 0.01), rank(1, 0.5, ReadStats(batches=2))])
+    assert "On rank 1 the reads (2 batches) were not timed stage by stage" in untimed_rank, untimed_rank
+
+
+def test_no_reads_at_all_say_the_wait_is_not_the_readers():
+    assert "No read went through sds-loader meanwhile" in words(0.6, ReadStats())

@@ -3,23 +3,30 @@
 A loop whose model step (a sleep of 50 ms) dwarfs a fast loader is reported
 as not input-bound; one whose loader was slowed on purpose (one thread, zstd
 records of 128 KiB, no workers) against a 1 ms step is input-bound, with
-decompression named and the remedies for it.
+decompression named and the remedies for it. Under torchrun, two ranks of
+different input layouts (rank 0 on two workers, not waiting; rank 1 on none,
+waiting) are both told of rank 1's reads, layout and remedy. With stage
+timing off the reads time nothing, and the diagnosis says so.
 """
 
 from __future__ import annotations
 
 from torch_required import torch  # noqa: F401 - skips this module without torch
 
+import json
 import os
 import time
 
 import pytest
 from native_required import _native  # noqa: F401
+from rank_launch import torchrun
+from repo_paths import SUPPORT
 from sds_factory import capture, write_dataset
 from torch.utils.data import DataLoader
 
-from sds_loader import BatchReader, InputReport, InputWatch
+from sds_loader import BatchReader, InputReport, InputWatch, stage_times
 from sds_loader.input_diagnosis import INPUT_BOUND_SHARE
+from sds_loader.stage_times import STAGE_MEANINGS
 from sds_loader.torch import SDSTorchDataset, collate
 
 
@@ -100,39 +107,19 @@ def test_a_reader_as_stats_source_and_too_few_steps(small_root):
         list(InputWatch([1], stats=42))
 
 
+def gloo_available() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_gloo_available()
+
+
 @pytest.mark.slow
 def test_stats_and_waits_reduce_over_two_ranks(tmp_path, small_root):
-    import json
-    import os
-    import subprocess
-    import sys
-
-    import torch.distributed as dist
-    from repo_paths import SUPPORT
-
-    if not dist.is_available() or not dist.is_gloo_available():
+    if not gloo_available():
         pytest.skip("torch.distributed with gloo is not available")
     out = tmp_path / "ranks"
     out.mkdir()
-    worker = os.path.join(SUPPORT, "stats_rank_worker.py")
-    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), OMP_NUM_THREADS="1")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node=2",
-            worker,
-            small_root,
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    torchrun(2, os.path.join(SUPPORT, "stats_rank_worker.py"), small_root, str(out))
     reports = [json.loads((out / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
     for report in reports:
         # 4 records on rank 0 and 8 on rank 1, summed on both ranks.
@@ -141,3 +128,52 @@ def test_stats_and_waits_reduce_over_two_ranks(tmp_path, small_root):
         assert "Across 2 ranks" in report["diagnosis"]
     total = reports[0]["own_decompress"] + reports[1]["own_decompress"]
     assert reports[0]["summed_decompress"] == pytest.approx(total)
+
+
+@pytest.mark.slow
+def test_the_diagnosis_of_two_ranks_speaks_of_the_one_that_waits(tmp_path, large_zstd_root):
+    """Rank 0 reads most of the bytes, in two workers, and does not wait; rank 1 reads in its
+    own process and waits: both ranks' reports give rank 1's stages, layout and remedy."""
+    if not gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    out = tmp_path / "ranks"
+    out.mkdir()
+    torchrun(2, os.path.join(SUPPORT, "input_rank_worker.py"), large_zstd_root, str(out))
+    ranks = [json.loads((out / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+    assert ranks[0]["wait_share"] < INPUT_BOUND_SHARE < 2 * INPUT_BOUND_SHARE < ranks[1]["wait_share"], ranks
+    # The job's reads summed are mostly rank 0's workers': what spoke for rank 1 before.
+    assert (
+        ranks[0]["worker_seconds"] > sum(ranks[1]["stage_seconds"].values())
+        and ranks[1]["worker_seconds"] == 0
+    )
+    seconds = ranks[1]["stage_seconds"]
+    stage = max(seconds, key=seconds.__getitem__)
+    own = f"{100 * seconds[stage] / sum(seconds.values()):.0f}% of it {STAGE_MEANINGS[stage].split(' (')[0]}"
+    took = f"{1e3 * sum(seconds.values()):.1f} ms"  # under a second: the reads of 32 records
+    for rank, report in enumerate(ranks):
+        text = report["diagnosis"]
+        # Rank 1's layout and its remedy, not rank 0's (whose workers read most of the bytes).
+        assert "in the DataLoader workers" not in text and "more DataLoader workers" not in text, text
+        assert "in the training process itself (no workers), " + own in text, text
+        assert "DataLoader workers (num_workers=2 or more)" in text, text
+        # Named, with its own reads' time; the rank that does not wait is not spoken of.
+        assert f"On rank 1 the reads took {took} " in text, text
+        assert "On rank 0" not in text, text
+        assert text.startswith(f"On this rank (rank {rank}) the loop waited for data"), text
+    assert "what follows is about rank 1" in ranks[0]["diagnosis"], ranks[0]["diagnosis"]
+
+
+def test_stage_times_off_say_that_nothing_was_timed(large_zstd_root):
+    with stage_times.sampled_every(0):
+        reader = BatchReader(large_zstd_root, threads=1)
+    watch = InputWatch((reader.read(list(range(k, k + 16))) for k in range(0, 128, 16)), stats=reader)
+    for _ in watch:
+        pass  # every step is a read: the loop waits all its time
+    report = watch.report()
+    assert report.wait_share > 2 * INPUT_BOUND_SHARE, report
+    assert report.reads is not None and report.reads.native_records == 128
+    assert report.reads.stage_seconds == dict.fromkeys(stage_times.STAGES, 0.0)
+    text = report.diagnosis()
+    assert "It is input-bound." in text, text
+    assert "not timed stage by stage" in text and "SDS_LOADER_STAGE_SAMPLING=0" in text, text
+    assert "Python" not in text and "took" not in text.split("It is input-bound.")[1], text
