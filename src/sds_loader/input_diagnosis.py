@@ -165,12 +165,12 @@ def _waiting_ranks(ranks: Sequence[RankShare], rank: int | None) -> list[str]:
     )
     if len(waiting) == 1:
         words = [
-            f"It is input-bound: {_names(waiting)} waits for data {100 * waiting[0].wait_share:.0f}% "
+            f"The job is input-bound: {_names(waiting)} waits for data {100 * waiting[0].wait_share:.0f}% "
             "of its time, and a job goes at the pace of its slowest rank."
         ]
     else:
         words = [
-            f"It is input-bound: {_names(waiting)} wait for data more than "
+            f"The job is input-bound: {_names(waiting)} wait for data more than "
             f"{100 * INPUT_BOUND_SHARE:.0f}% of their time (up to {100 * waiting[0].wait_share:.0f}%), "
             "and a job goes at the pace of its slowest rank."
         ]
@@ -225,8 +225,9 @@ def diagnose(
         share = worst.wait_share
     if share <= INPUT_BOUND_SHARE:
         words.append(
-            f"It is not input-bound: a faster loader would give back at most {100 * share:.0f}% of "
-            "the time; the model's step is what to speed up."
+            f"{'The job' if ranks else 'It'} is not input-bound: a faster loader would give back at "
+            f"most {100 * share:.0f}% of the time{' on any rank' if ranks else ''}; the model's step "
+            "is what to speed up."
         )
         return " ".join(words)
     if ranks:

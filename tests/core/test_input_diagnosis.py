@@ -67,7 +67,7 @@ def test_reads_in_workers_are_named_so():
 
 def test_the_worst_rank_decides():
     text = words(0.02, stats("decompress"), ranks=[rank(0, 0.02), rank(1, 0.4)], rank=0)
-    assert "from 2% (rank 0) to 40% (rank 1)" in text and "It is input-bound: rank 1 waits" in text
+    assert "from 2% (rank 0) to 40% (rank 1)" in text and "The job is input-bound: rank 1 waits" in text
     assert text.startswith("On this rank (rank 0) the loop waited for data 2%"), text
     assert "Pass stats=" in text
 
@@ -106,7 +106,8 @@ def test_waiting_ranks_that_read_alike_are_spoken_of_together():
 
 def test_a_job_no_rank_of_which_waits_is_not_input_bound():
     text = words(0.05, stats("decompress"), ranks=[rank(0, 0.05, stats("decompress")), rank(1, 0.08)])
-    assert "It is not input-bound" in text and "the reads took" not in text, text
+    assert "The job is not input-bound" in text and "8% of the time on any rank" in text, text
+    assert "the reads took" not in text, text
 
 
 def test_reads_not_timed_say_that_nothing_was_timed():
