@@ -295,3 +295,32 @@ def test_arguments(root):
     dropped = list(LengthBucketSampler(root, BATCH, seed=1, boundaries=BOUNDED, drop_last=True))
     buckets = np.bincount(BOUNDED.buckets(LENGTHS), minlength=4)
     assert len(dropped) == int((buckets // BATCH).sum()) and {len(b) for b in dropped} == {BATCH}
+
+
+def test_fill_mask_padding_rows_carry_no_records_ordinal(root):
+    """A padding row's ordinal is -1, which no record has; its start is 0 and its id its copy's."""
+    data = SDSTorchDataset(
+        root,
+        window=Window("time", None, pad=True, boundaries=BOUNDED),
+        extras=("ordinal", "id", "start"),
+    )
+    sampler = LengthBucketSampler(data, BATCH, seed=9, boundaries=BOUNDED, fill="mask")
+    batches = list(DataLoader(data, batch_sampler=sampler, collate_fn=collate, num_workers=2))
+    padding = 0
+    for batch, planned in zip(batches, list(sampler), strict=True):
+        valid = batch[VALID_KEY]
+        ordinals = batch["ordinal"]
+        assert ordinals.dtype == torch_required.torch.int64
+        assert ordinals[valid].tolist() == batch["target"][valid].tolist() == planned[: planned.valid]
+        assert ordinals[~valid].tolist() == [-1] * (BATCH - planned.valid)
+        assert not batch["start"][~valid].any()
+        padding += BATCH - planned.valid
+    assert padding > 0
+    # Ids travel beside the tensors (a sample holds its own): a padding row's is its copy's.
+    short = next(b for b in sampler if b.valid < BATCH)
+    samples = data.__getitems__(short)
+    assert [s["id"] for s in samples] == [f"spread-{o:05d}" for o in short]
+    assert [int(s["ordinal"]) for s in samples][short.valid :] == [-1] * (BATCH - short.valid)
+    # Counting ordinals without the mask counts every record once, and nothing else as a record.
+    counted = Counter(o for batch in batches for o in batch["ordinal"].tolist() if o >= 0)
+    assert counted == Counter(range(COUNT))
