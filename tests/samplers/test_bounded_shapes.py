@@ -324,3 +324,26 @@ def test_fill_mask_padding_rows_carry_no_records_ordinal(root):
     # Counting ordinals without the mask counts every record once, and nothing else as a record.
     counted = Counter(o for batch in batches for o in batch["ordinal"].tolist() if o >= 0)
     assert counted == Counter(range(COUNT))
+
+
+def test_a_sampler_whose_boundaries_differ_from_the_windows_is_refused_naming_both(root):
+    window_boundaries = Boundaries.powers_of_two(256, 2048)
+    other = Boundaries((300, 600, 3000))
+    data = dataset(root, window_boundaries)
+    expected = (
+        r"LengthBucketSampler boundaries=Boundaries\(\(300, 600, 3000\), overflow='cut'\) differ from "
+        r"the window's, Boundaries\(\(256, 512, 1024, 2048\), overflow='cut'\)"
+    )
+    for given in (data, data.reader, Subset(data, list(range(0, COUNT, 3)))):
+        with pytest.raises(ValueError, match=expected):
+            LengthBucketSampler(given, BATCH, boundaries=other, fill="repeat")
+    with pytest.raises(
+        ValueError, match=r"Boundaries\(\(256, 512\), overflow='cut'\) differ from the window's"
+    ):
+        LengthBucketSampler(data, BATCH, boundaries=(256, 512))
+    # The same lengths, given as a sequence or under another overflow policy, are the window's.
+    assert LengthBucketSampler(data, BATCH, boundaries=(256, 512, 1024, 2048)).boundaries == window_boundaries
+    LengthBucketSampler(data, BATCH, boundaries=Boundaries(BOUNDARIES, overflow="refuse"))
+    # Without boundaries of its own, or over a window without them, the sampler is not compared.
+    LengthBucketSampler(data, BATCH)
+    LengthBucketSampler(dataset(root, None), BATCH, boundaries=other)

@@ -145,7 +145,9 @@ def test_padding_rows_of_a_filled_batch_hold_what_the_docs_say(root: str, max_it
     assert isinstance(batch, dict) and isinstance(whole, dict)
     assert batch[VALID_KEY].tolist() == [True] * 3 + [False] * 3
     assert batch["ordinal"].tolist() == [*records, -1, -1, -1]
-    assert batch["start"][3:].tolist() == [0] * 3 and batch["start"][:3].tolist() == whole["start"][:3].tolist()
+    assert (
+        batch["start"][3:].tolist() == [0] * 3 and batch["start"][:3].tolist() == whole["start"][:3].tolist()
+    )
     assert batch["id"] == [f"capture-{o:04d}" for o in filled]
     assert batch["target"][3:].tolist() == [0] * 3  # a class index: the class named first
     assert batch["bursts.status"][3:].tolist() == [0] * 3

@@ -218,6 +218,11 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         return self._uri
 
     @property
+    def window(self) -> Window | None:
+        """The window every field carrying its axis is cut to, or None."""
+        return self._window
+
+    @property
     def reader(self) -> BatchReader:
         """This process's `BatchReader` (its `stats` say which path served each record)."""
         return self._open().reader
