@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch_required  # noqa: F401 - skips this module without torch
 
+import re
 from collections import Counter
 
 import numpy as np
@@ -264,7 +265,7 @@ def test_cut_and_refuse_past_the_largest_boundary(root):
     assert cut_rows == longer
     refuse = Boundaries(small, overflow="refuse")
     with pytest.raises(
-        ValueError, match=r"record \d+ holds \d+ positions along axis 'time', more than the largest"
+        ValueError, match=rf"{longer} records hold more positions along axis 'time' than the largest"
     ):
         LengthBucketSampler(root, BATCH, boundaries=refuse)
     reader = dataset(root, refuse).reader
@@ -347,3 +348,26 @@ def test_a_sampler_whose_boundaries_differ_from_the_windows_is_refused_naming_bo
     # Without boundaries of its own, or over a window without them, the sampler is not compared.
     LengthBucketSampler(data, BATCH)
     LengthBucketSampler(dataset(root, None), BATCH, boundaries=other)
+
+
+def test_refusing_overlong_records_says_how_many_and_names_the_first(root):
+    refuse = Boundaries((256, 512, 1024), overflow="refuse")
+    over = np.flatnonzero(LENGTHS > 1024)
+    assert over.size > 5
+    first = ", ".join(f"record {o} holds {LENGTHS[o]}" for o in over[:5])
+    whole = (
+        f"{over.size} records hold more positions along axis 'time' than the largest boundary, 1024, "
+        f"and {refuse!r} refuses to cut them: {first} and {over.size - 5} more; add a larger boundary "
+        f"(the longest holds {LENGTHS.max()}), or pass overflow='cut'"
+    )
+    with pytest.raises(ValueError, match=re.escape(whole)):
+        LengthBucketSampler(root, BATCH, boundaries=refuse)
+    # A batch's read counts the batch's own, in the batch's order.
+    batch = [int(over[3]), 0, int(over[1])]
+    message = (
+        f"2 records hold more positions along axis 'time' than the largest boundary, 1024, and "
+        f"{refuse!r} refuses to cut them: record {batch[0]} holds {LENGTHS[batch[0]]}, "
+        f"record {batch[2]} holds {LENGTHS[batch[2]]}; add a larger boundary"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        dataset(root, refuse).reader.read(batch)
