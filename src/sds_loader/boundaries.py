@@ -15,8 +15,9 @@ A record longer than the largest boundary is the `overflow` policy's:
 - ``"cut"`` (the default): its row keeps the largest boundary's positions,
   placed by the window's crop (``"start"``: the first ones; ``"center"``,
   ``"random"`` as for a fixed window), and ``<field>_length`` says so;
-- ``"refuse"``: reading a batch that holds it raises ValueError naming the
-  record, and so does making a `LengthBucketSampler` over such a dataset.
+- ``"refuse"``: reading a batch that holds it raises ValueError, and so
+  does making a `LengthBucketSampler` over such a dataset; the error says
+  how many records are too long and names the first few.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ import numpy as np
 
 #: What becomes of a record longer than the largest boundary.
 OVERFLOWS = ("cut", "refuse")
+
+#: How many of the records past the largest boundary a refusal names.
+_NAMED_OVERFLOWS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,17 +92,34 @@ class Boundaries:
         return np.minimum(found, len(self.lengths) - 1).astype(np.int64)
 
     def refuse_overflow(self, lengths: np.ndarray, ordinals: np.ndarray, axis: str) -> None:
-        """Under ``overflow="refuse"``, raise ValueError for the first record past the largest boundary."""
+        """Under ``overflow="refuse"``, raise ValueError for the records past the largest boundary.
+
+        The message says how many there are and names the first few, so that
+        one error shows how far the boundaries fall short, not one record.
+        """
         if self.overflow != "refuse":
             return
-        over = np.asarray(lengths) > self.largest
-        if over.any():
-            k = int(np.argmax(over))
+        lengths = np.asarray(lengths)
+        over = np.flatnonzero(lengths > self.largest)
+        if over.size == 0:
+            return
+        if over.size == 1:
+            k = int(over[0])
             raise ValueError(
                 f"record {int(ordinals[k])} holds {int(lengths[k])} positions along axis {axis!r}, more "
                 f"than the largest boundary, {self.largest}, and {self!r} refuses to cut it; add a larger "
                 "boundary, or pass overflow='cut' to keep the largest boundary's positions of it"
             )
+        named = ", ".join(
+            f"record {int(ordinals[k])} holds {int(lengths[k])}" for k in over[:_NAMED_OVERFLOWS]
+        )
+        rest = f" and {over.size - _NAMED_OVERFLOWS} more" if over.size > _NAMED_OVERFLOWS else ""
+        raise ValueError(
+            f"{over.size} records hold more positions along axis {axis!r} than the largest boundary, "
+            f"{self.largest}, and {self!r} refuses to cut them: {named}{rest}; add a larger boundary "
+            f"(the longest holds {int(lengths[over].max())}), or pass overflow='cut' to keep the "
+            "largest boundary's positions of them"
+        )
 
     def batch_length(self, lengths: np.ndarray, ordinals: np.ndarray, axis: str) -> int:
         """The length a batch of rows of `lengths` valid positions is padded (or cut) to."""

@@ -24,7 +24,7 @@ from sds_loader.checksums import VerifyChecksums, verifies_every_read
 from sds_loader.dataset import ShardTable, native_unavailable_reason, open_dataset, shard_table
 from sds_loader.fallback import FallbackReader
 from sds_loader.metadata import MetadataShards
-from sds_loader.storage import control_reads, sources
+from sds_loader.storage import cache_root, control_reads, sources
 from sds_loader.storage.cache_settings import CacheSettings
 from sds_loader.storage.remote_readahead import RemoteReadahead
 from sds_loader.storage.stores import for_root
@@ -52,6 +52,8 @@ class ProcessState:
             self.dataset = open_dataset(uri, object_store=store)
             # Before any source is made for its shards: records', metadata's, annotations'.
             sources.use_cache(self.dataset, cache)
+            if cache is not None:  # before the node cache or a shard table looks at it
+                cache_root.check(cache, fetches=sources.is_remote(str(self.dataset.root)))
             self.native_reason = native_unavailable_reason(self.dataset)
             self.table: ShardTable | None = None
             if self.native_reason is None:

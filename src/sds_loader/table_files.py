@@ -169,12 +169,12 @@ def _folder(directory: str) -> int | None:
     try:
         root = private_dir.open_root(directory)
     except private_dir.Refused as refused:
-        warn_once(f"{refused}; shard tables are not kept in it")
+        warn_once(f"{refused}; shard tables are not kept in it", directory)
         return None
     try:
         return private_dir.open_below(root, FOLDER, os.path.join(directory, FOLDER))
     except private_dir.Refused as refused:
-        warn_once(f"{refused}; shard tables are not kept in it")
+        warn_once(f"{refused}; shard tables are not kept in it", directory)
         return None
     finally:
         os.close(root)

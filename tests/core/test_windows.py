@@ -318,6 +318,12 @@ def test_boundaries_that_refuse_to_cut_name_the_record(any_path):
     with pytest.raises(
         ValueError, match=r"record 9 holds 86 positions along axis 'time', more than the largest boundary, 64"
     ):
+        reader.read([0, 9])
+    with pytest.raises(
+        ValueError,
+        match=r"2 records hold more positions along axis 'time' than the largest boundary, 64, .* refuses to "
+        r"cut them: record 9 holds 86, record 10 holds 95; add a larger boundary \(the longest holds 95\)",
+    ):
         reader.read([0, 9, 10])
     assert reader.read([9], starts=[30])["iq"].shape == (1, 2, 64)  # 56 positions from its start
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch_required  # noqa: F401 - skips this module without torch
 
+import re
 from collections import Counter
 
 import numpy as np
@@ -264,7 +265,7 @@ def test_cut_and_refuse_past_the_largest_boundary(root):
     assert cut_rows == longer
     refuse = Boundaries(small, overflow="refuse")
     with pytest.raises(
-        ValueError, match=r"record \d+ holds \d+ positions along axis 'time', more than the largest"
+        ValueError, match=rf"{longer} records hold more positions along axis 'time' than the largest"
     ):
         LengthBucketSampler(root, BATCH, boundaries=refuse)
     reader = dataset(root, refuse).reader
@@ -295,3 +296,78 @@ def test_arguments(root):
     dropped = list(LengthBucketSampler(root, BATCH, seed=1, boundaries=BOUNDED, drop_last=True))
     buckets = np.bincount(BOUNDED.buckets(LENGTHS), minlength=4)
     assert len(dropped) == int((buckets // BATCH).sum()) and {len(b) for b in dropped} == {BATCH}
+
+
+def test_fill_mask_padding_rows_carry_no_records_ordinal(root):
+    """A padding row's ordinal is -1, which no record has; its start is 0 and its id its copy's."""
+    data = SDSTorchDataset(
+        root,
+        window=Window("time", None, pad=True, boundaries=BOUNDED),
+        extras=("ordinal", "id", "start"),
+    )
+    sampler = LengthBucketSampler(data, BATCH, seed=9, boundaries=BOUNDED, fill="mask")
+    batches = list(DataLoader(data, batch_sampler=sampler, collate_fn=collate, num_workers=2))
+    padding = 0
+    for batch, planned in zip(batches, list(sampler), strict=True):
+        valid = batch[VALID_KEY]
+        ordinals = batch["ordinal"]
+        assert ordinals.dtype == torch_required.torch.int64
+        assert ordinals[valid].tolist() == batch["target"][valid].tolist() == planned[: planned.valid]
+        assert ordinals[~valid].tolist() == [-1] * (BATCH - planned.valid)
+        assert not batch["start"][~valid].any()
+        padding += BATCH - planned.valid
+    assert padding > 0
+    # Ids travel beside the tensors (a sample holds its own): a padding row's is its copy's.
+    short = next(b for b in sampler if b.valid < BATCH)
+    samples = data.__getitems__(short)
+    assert [s["id"] for s in samples] == [f"spread-{o:05d}" for o in short]
+    assert [int(s["ordinal"]) for s in samples][short.valid :] == [-1] * (BATCH - short.valid)
+    # Counting ordinals without the mask counts every record once, and nothing else as a record.
+    counted = Counter(o for batch in batches for o in batch["ordinal"].tolist() if o >= 0)
+    assert counted == Counter(range(COUNT))
+
+
+def test_a_sampler_whose_boundaries_differ_from_the_windows_is_refused_naming_both(root):
+    window_boundaries = Boundaries.powers_of_two(256, 2048)
+    other = Boundaries((300, 600, 3000))
+    data = dataset(root, window_boundaries)
+    expected = (
+        r"LengthBucketSampler boundaries=Boundaries\(\(300, 600, 3000\), overflow='cut'\) differ from "
+        r"the window's, Boundaries\(\(256, 512, 1024, 2048\), overflow='cut'\)"
+    )
+    for given in (data, data.reader, Subset(data, list(range(0, COUNT, 3)))):
+        with pytest.raises(ValueError, match=expected):
+            LengthBucketSampler(given, BATCH, boundaries=other, fill="repeat")
+    with pytest.raises(
+        ValueError, match=r"Boundaries\(\(256, 512\), overflow='cut'\) differ from the window's"
+    ):
+        LengthBucketSampler(data, BATCH, boundaries=(256, 512))
+    # The same lengths, given as a sequence or under another overflow policy, are the window's.
+    assert LengthBucketSampler(data, BATCH, boundaries=(256, 512, 1024, 2048)).boundaries == window_boundaries
+    LengthBucketSampler(data, BATCH, boundaries=Boundaries(BOUNDARIES, overflow="refuse"))
+    # Without boundaries of its own, or over a window without them, the sampler is not compared.
+    LengthBucketSampler(data, BATCH)
+    LengthBucketSampler(dataset(root, None), BATCH, boundaries=other)
+
+
+def test_refusing_overlong_records_says_how_many_and_names_the_first(root):
+    refuse = Boundaries((256, 512, 1024), overflow="refuse")
+    over = np.flatnonzero(LENGTHS > 1024)
+    assert over.size > 5
+    first = ", ".join(f"record {o} holds {LENGTHS[o]}" for o in over[:5])
+    whole = (
+        f"{over.size} records hold more positions along axis 'time' than the largest boundary, 1024, "
+        f"and {refuse!r} refuses to cut them: {first} and {over.size - 5} more; add a larger boundary "
+        f"(the longest holds {LENGTHS.max()}), or pass overflow='cut'"
+    )
+    with pytest.raises(ValueError, match=re.escape(whole)):
+        LengthBucketSampler(root, BATCH, boundaries=refuse)
+    # A batch's read counts the batch's own, in the batch's order.
+    batch = [int(over[3]), 0, int(over[1])]
+    message = (
+        f"2 records hold more positions along axis 'time' than the largest boundary, 1024, and "
+        f"{refuse!r} refuses to cut them: record {batch[0]} holds {LENGTHS[batch[0]]}, "
+        f"record {batch[2]} holds {LENGTHS[batch[2]]}; add a larger boundary"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        dataset(root, refuse).reader.read(batch)

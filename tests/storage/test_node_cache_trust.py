@@ -186,7 +186,7 @@ def test_a_cache_dir_of_another_user_or_open_to_others_is_refused_with_one_warni
     said = [str(w.message) for w in caught if "node cache" in str(w.message)]
     assert len(said) == 1, said
     assert os.fspath(cache) in said[0] and "without the node cache" in said[0]
-    assert ("belongs to user 12345" if how == "another owner" else "other users may write") in said[0]
+    assert ("belongs to user 12345" if how == "another owner" else "may be written by other users") in said[0]
     assert "choose a directory of your own" in said[0]
     assert reader.stats.cache_hits == 0
     assert not entries(cache)

@@ -14,6 +14,7 @@ from annotation_factory import COUNT, MODULATIONS, write_annotated
 from torch.utils.data import DataLoader, Subset
 
 from sds_loader import Annotations, BatchReader, Window
+from sds_loader.samplers.filled_batches import VALID_KEY, FilledBatch
 from sds_loader.torch import SDSTorchDataset, collate
 
 WINDOW = Window("time", 120)
@@ -127,3 +128,35 @@ def test_a_subset_reads_padded_annotations_through_collate(root: str) -> None:
         else len(reference[i].fields["intervals"].data)
         for i in (3, 16, 4)
     ]
+
+
+@pytest.mark.parametrize("max_items", [None, 6])
+def test_padding_rows_of_a_filled_batch_hold_what_the_docs_say(root: str, max_items: int | None) -> None:
+    """docs/windows.md's table of what each extra holds on a padding row, row by row."""
+    sets = [BURSTS] if max_items is None else [Annotations("bursts", ("intervals",), max_items=max_items)]
+    data = SDSTorchDataset(
+        root, target="modulation", window=WINDOW, annotations=sets, extras=("ordinal", "id", "start")
+    )
+    records = [6, 16, 11]  # successes with 0, 4 and 5 events (some past the window)
+    filled = FilledBatch([*records, 16, 11, 16], valid=3)
+    samples = data.__getitems__(filled)
+    plain = data.__getitems__(list(filled))
+    batch, whole = collate(samples), collate(plain)
+    assert isinstance(batch, dict) and isinstance(whole, dict)
+    assert batch[VALID_KEY].tolist() == [True] * 3 + [False] * 3
+    assert batch["ordinal"].tolist() == [*records, -1, -1, -1]
+    assert (
+        batch["start"][3:].tolist() == [0] * 3 and batch["start"][:3].tolist() == whole["start"][:3].tolist()
+    )
+    assert batch["id"] == [f"capture-{o:04d}" for o in filled]
+    assert batch["target"][3:].tolist() == [0] * 3  # a class index: the class named first
+    assert batch["bursts.status"][3:].tolist() == [0] * 3
+    if max_items is None:
+        # Ragged items and their offsets: the copied records'.
+        for key in ("bursts.offsets", "bursts.intervals", "bursts.freq"):
+            assert batch[key].tolist() == whole[key].tolist(), key
+        counts = [s["bursts.intervals"].shape[0] for s in samples]
+        assert counts[3:] == [counts[1], counts[2], counts[1]] and counts[1] + counts[2] > 0
+    else:
+        assert batch["bursts.count"][3:].tolist() == [0] * 3 and batch["bursts.count"][1:3].all()
+        assert not batch["bursts.intervals"][3:].any() and batch["bursts.intervals"][1:3].any()

@@ -8,7 +8,8 @@ its records. A batch sampler's ``fill`` makes every batch full instead:
   `FilledBatch` whose first `valid` entries are its records. The dataset
   (`SDSTorchDataset`) reads the padding rows as copies of the batch's own
   records (so the batch keeps its length along a padded window), zeroes
-  them, gives them a ``<field>_length`` of 0, and adds the ``valid`` key:
+  them, gives them a ``<field>_length`` of 0 and an ``ordinal`` extra of
+  -1 (docs/windows.md lists every extra's value), and adds the ``valid`` key:
   True for the batch's records, False for padding. Every batch of such a
   sampler is a `FilledBatch`, so every batch has the key. Whole batches a
   rank repeats so that every rank runs as many steps are all padding, so

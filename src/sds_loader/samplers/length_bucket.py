@@ -48,6 +48,7 @@ from sds_loader.metadata import MetadataShards
 from sds_loader.samplers.contract import EpochSampler, positive_int
 from sds_loader.samplers.filled_batches import fill_bucket, fill_setting, padding_batch
 from sds_loader.samplers.subsets import unwrap
+from sds_loader.windows import Window
 
 #: Records whose metadata is read per request while the sampler learns lengths.
 _LENGTHS_PER_READ = 4096
@@ -76,6 +77,25 @@ def record_lengths(dataset: object, axis: str) -> np.ndarray:
         )
     finally:
         fallback.close()
+
+
+def window_agrees(dataset: object, boundaries: Boundaries | None) -> None:
+    """Refuse `boundaries` that are not those of `dataset`'s window, when both have some.
+
+    The sampler puts records of one of its boundaries together and the window
+    pads a batch to the smallest of its own that holds the longest row: with
+    other lengths, rows are padded past their own boundary and an epoch takes
+    other shapes than either names. A dataset given as a URI has no window.
+    """
+    window = getattr(dataset, "window", None)
+    theirs = window.boundaries if isinstance(window, Window) else None
+    if boundaries is None or theirs is None or theirs.lengths == boundaries.lengths:
+        return
+    raise ValueError(
+        f"LengthBucketSampler boundaries={boundaries!r} differ from the window's, {theirs!r}: "
+        "rows would be padded past their own boundary; give the sampler the window's "
+        "(boundaries=dataset.window.boundaries)"
+    )
 
 
 def padding_waste(
@@ -115,7 +135,8 @@ class LengthBucketSampler(EpochSampler[list[int]]):
     that would not divide evenly among ranks.
 
     `boundaries` buckets the records by boundary first (one short batch per
-    boundary, each dropped by `drop_last`); give the window the same ones.
+    boundary, each dropped by `drop_last`); give the window the same ones:
+    other lengths than a dataset's window has are refused here, naming both.
     `fill` (``"mask"`` or ``"repeat"``) makes every short batch full, and
     under ``"mask"`` every whole batch a rank repeats is padding: see
     `sds_loader.samplers.filled_batches`. Under ``overflow="refuse"``, a
@@ -155,6 +176,7 @@ class LengthBucketSampler(EpochSampler[list[int]]):
                 "fill='mask' marks padding rows in the indices it yields, and a torch Subset "
                 "rebuilds them without the mark; over a Subset, use fill='repeat'"
             )
+        window_agrees(base, self.boundaries)
         lengths = record_lengths(base, axis)
         # A Subset's batches are lists of its positions, bucketed by their records' lengths.
         self._lengths = lengths if ordinals is None else lengths[ordinals]

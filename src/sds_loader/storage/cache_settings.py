@@ -1,4 +1,4 @@
-"""The node-local cache of object-store bytes: its settings as a user gives them, and its one warning.
+"""The node-local cache of object-store bytes: its settings as a user gives them, its warnings.
 
 `BatchReader(uri, cache_dir=PATH, cache_limit=...)` hands these to the native
 source (csrc/sources/node_cache.h), which writes every range it fetches from
@@ -97,10 +97,31 @@ def cache_settings(
 
 #: Warnings already given in this process, one per reason.
 _WARNED: set[str] = set()
+#: Cache directories found unusable as a whole (`cache_root`), whose one warning is given.
+_UNUSABLE: set[str] = set()
 
 
-def warn_once(reason: str) -> None:
-    """Say once per process why the cache is off (reads go on without it)."""
+def warn_once(reason: str, directory: str | None = None) -> None:
+    """Say once per process why the cache is off (reads go on without it).
+
+    With `directory` (the cache root the reason is about), nothing is said
+    when that directory was found unusable as a whole: its one warning
+    (`warn_unusable`) has said what becomes of reads and of shard tables, and
+    what fails in it later is the same cause.
+    """
+    if directory is not None and directory in _UNUSABLE:
+        return
     if reason and reason not in _WARNED:
         _WARNED.add(reason)
         warnings.warn(f"sds_loader node cache: {reason}", RuntimeWarning, stacklevel=3)
+
+
+def warn_unusable(directory: str, reason: str) -> None:
+    """The one warning for a cache `directory` unusable as a whole; later ones about it are not given."""
+    warn_once(reason)
+    _UNUSABLE.add(directory)
+
+
+def usable(directory: str) -> None:
+    """`directory` is found usable (again): what fails in it later is warned of."""
+    _UNUSABLE.discard(directory)

@@ -313,7 +313,7 @@ class NativeRangeSource:
         """Warn, once per process, when the node cache was turned off (reads go on without it)."""
         native = self._native
         if native is not None and self._cache is not None:
-            warn_once(native.cache_warning)
+            warn_once(native.cache_warning, self._cache.directory)
 
     def close(self) -> None:
         """Drop this process's connections and cached bytes; a later read opens new ones."""

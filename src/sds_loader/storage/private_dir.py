@@ -11,7 +11,8 @@ shards, nothing in it is taken by name alone:
   another user could otherwise have created it (a path on a shared scratch
   disk, say) and planted entries in it. One that fails is refused with one
   warning that names it and the fix, and reads go on without the cache.
-  The directories above the root are the system's and are taken as they are.
+  The directories above the root are the system's and are taken as they are
+  (those missing are made ``0700``, as the native cache makes them).
 - Every file is opened and removed relative to its directory's descriptor,
   without following a link (``O_NOFOLLOW``), without blocking on a FIFO
   (``O_NONBLOCK``), and used only if `fstat` says it is a regular file.
@@ -45,14 +46,21 @@ class Refused(Exception):
 
 
 def open_root(path: str) -> int:
-    """A descriptor of the cache root `path` (made ``0700`` when missing), or `Refused`."""
-    try:
-        os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
-        os.mkdir(path, DIRECTORY_MODE)
-    except FileExistsError:
-        pass
-    except OSError as error:
-        raise Refused(f"cannot create the cache directory {path}: {error.strerror}") from None
+    """A descriptor of the cache root `path`, or `Refused`.
+
+    The root, and any directory missing on the way to it, is made ``0700``,
+    as the native cache makes them; existing ones are left as they are.
+    """
+    parts = path.rstrip("/").split("/")
+    for made in ["/".join(parts[:k]) for k in range(2, len(parts) + 1)]:
+        try:
+            os.mkdir(made, DIRECTORY_MODE)
+        except FileExistsError:
+            continue
+        except NotADirectoryError:
+            break  # below a file: the open below says which
+        except OSError as error:
+            raise Refused(f"cannot create the cache directory {made}: {error.strerror}") from None
     return _checked(_open_directory(path, None, path), path)
 
 
@@ -102,11 +110,24 @@ def _open_directory(name: str, directory: int | None, path: str) -> int:
         return os.open(name, DIRECTORY_FLAGS, dir_fd=directory)
     except OSError as error:
         if error.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise Refused(
-                f"{path} is not a directory of its own (a symbolic link or a file); give cache_dir "
-                "a directory of your own"
-            ) from None
+            raise Refused(f"{not_a_directory(path)}; give cache_dir a directory of your own") from None
         raise Refused(f"cannot open the cache directory {path}: {error.strerror}") from None
+
+
+def not_a_directory(path: str) -> str:
+    """What stands where directory `path` should: a link, a file, or a file above it."""
+    if os.path.islink(path):
+        return f"{path} is a symbolic link, not a directory of its own"
+    if os.path.isfile(path):
+        return f"{path} is a file, not a directory"
+    if os.path.lexists(path):
+        return f"{path} is not a directory (a FIFO, device or socket)"
+    above = os.path.dirname(path)
+    while not os.path.lexists(above) and above != os.path.dirname(above):
+        above = os.path.dirname(above)
+    if os.path.lexists(above) and not os.path.isdir(above):
+        return f"{path} lies below {above}, which is a file, not a directory"
+    return f"{path} is not a directory of its own"
 
 
 def _checked(handle: int, path: str) -> int:

@@ -218,6 +218,11 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         return self._uri
 
     @property
+    def window(self) -> Window | None:
+        """The window every field carrying its axis is cut to, or None."""
+        return self._window
+
+    @property
     def reader(self) -> BatchReader:
         """This process's `BatchReader` (its `stats` say which path served each record)."""
         return self._open().reader
@@ -294,9 +299,11 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         """Read the whole batch in one native call into its final tensors.
 
         Indices from a sampler's ``fill="mask"`` (a `FilledBatch`) give a batch
-        whose padding rows are zero and whose ``valid`` key marks its records.
+        whose padding rows are zero (their ``ordinal`` extra -1) and whose
+        ``valid`` key marks its records.
         """
-        return mask_padding_rows(self._read_batch(indices), indices)
+        ordinal_key = "ordinal" if "ordinal" in self._extras else None
+        return mask_padding_rows(self._read_batch(indices), indices, ordinal_key)
 
     def _read_batch(self, indices: Sequence[int]) -> Batch:
         if isinstance(indices, _torch.Tensor):
