@@ -117,15 +117,21 @@ std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths,
                                              const py::object& verify_checksums,
                                              size_t max_open_files, const py::object& source,
                                              const py::object& declared, std::string root,
-                                             std::string prefix, const py::bytes& digests) {
+                                             std::string prefix, const py::object& digests) {
   const sdsl::Verify verify = VerifyArg(verify_checksums);
-  std::string digest_bytes = digests;
-  if (!digest_bytes.empty() && !paths.empty()) {
+  if (!digests.is_none() && !paths.empty()) {
     throw py::value_error("pass shard paths, or a prefix and digests, not both");
   }
-  sdsl::ShardNames names = digest_bytes.empty()
-                               ? sdsl::ShardNames(std::move(paths))
-                               : sdsl::ShardNames(std::move(prefix), std::move(digest_bytes));
+  // The digests, as the sizes, are borrowed and kept alive with the set.
+  using DigestArray = py::array_t<uint8_t, py::array::c_style>;
+  if (!digests.is_none() && !DigestArray::check_(digests)) {
+    throw py::type_error("digests must be a numpy uint8 array in C order");
+  }
+  sdsl::ShardNames names = [&] {
+    if (digests.is_none()) return sdsl::ShardNames(std::move(paths));
+    const auto rows = py::reinterpret_borrow<DigestArray>(digests);
+    return sdsl::ShardNames(std::move(prefix), rows.data(), static_cast<size_t>(rows.nbytes()));
+  }();
   const size_t count = names.size();
   // Borrowed, not copied: the constructor keeps the array alive with the set,
   // and takes it only as it is (int64, C order), so that what it keeps alive
@@ -360,14 +366,15 @@ void BindShardSet(py::module_& m) {
       .def(py::init(&MakeShardSet), py::arg("paths"), py::arg("verify_checksums"),
            py::arg("max_open_files"), py::arg("source") = py::none(), py::arg("sizes") = py::none(),
            py::arg("root") = std::string(), py::arg("prefix") = std::string(),
-           py::arg("digests") = py::bytes(), py::keep_alive<1, 6>(),
+           py::arg("digests") = py::none(), py::keep_alive<1, 6>(), py::keep_alive<1, 9>(),
            "One entry of `paths` per shard. Without `source` they are local files, opened "
            "below `root` without following links (regular files only); with it, `source` "
            "(size(file), name(file), fetch(requests)) supplies every byte. `sizes`: the bytes "
            "each shard's manifest declares (-1: not checked; an int64 array, borrowed and kept "
            "alive with the set); a shard of another size is refused before its footer is read. "
-           "`prefix` and `digests` (32 bytes a shard) name the "
-           "shards compactly instead of `paths`: <prefix><2 hex>/<64 hex>.arrayrecord.")
+           "`prefix` and `digests` (32 bytes a shard, a uint8 array, borrowed and kept alive "
+           "with the set) name the shards compactly instead of `paths`: "
+           "<prefix><2 hex>/<64 hex>.arrayrecord.")
       .def("read", &Read, py::arg("files"), py::arg("shard_records"), py::arg("ordinals"),
            py::arg("layout"), py::arg("buffers"), py::arg("threads"),
            py::arg("starts") = py::none(), py::arg("pad") = false)

@@ -124,7 +124,7 @@ class ShardSet:
         sizes: npt.NDArray[np.int64] | None = None,
         root: str = "",
         prefix: str = "",
-        digests: bytes = b"",
+        digests: npt.NDArray[np.uint8] | None = None,
     ) -> None: ...
     @property
     def held_bytes(self) -> int: ...

@@ -146,9 +146,11 @@ print(json.dumps({"heap": kept, "accounted": state.table.held_bytes + state.nati
 #: Shard counts of the two datasets the cost of a shard is the slope between.
 FEWER, MORE = 500, 3_000
 #: Heap bytes a shard may cost, its shard table and the native set's slots
-#: together. 0.4.0 kept 121 (at 32-byte names); a round after it kept 177: the
-#: set copied the shard table and held a 32-byte open-file entry for every shard.
-BYTES_PER_SHARD = 140
+#: together: 85 (the table's 64, a cache slot of 17 and an open-file slot
+#: number of 4). 0.4.0 kept 121, copying the digests into the set; a round
+#: after it kept 177: the set copied the shard table too, and held a 32-byte
+#: open-file entry for every shard.
+BYTES_PER_SHARD = 110
 #: Heap bytes a shard may cost beyond what the table and the set account for.
 UNACCOUNTED_PER_SHARD = 16
 
