@@ -12,18 +12,23 @@ and the reader's own count of it says where each goes.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
+import signal_dataset as sds
 from sds_factory import assert_matches_reference, write_dataset
 
 import sds_loader
+from sds_loader import _native
 from sds_loader.cli.bench.many_shards import RECORDS_PER_SHARD
 from sds_loader.cli.bench.many_shards import write as write_linked_shards
+from sds_loader.dataset import shard_table
 
 SHARDS = 150
 PER_SHARD = 4
@@ -189,3 +194,25 @@ def test_a_shard_costs_its_table_and_a_few_bytes_all_accounted_for(shard_counts)
     assert per_shard["heap"] <= BYTES_PER_SHARD, per_shard
     # And held_bytes says where it goes: nothing kept per shard escapes it.
     assert per_shard["heap"] <= per_shard["accounted"] + UNACCOUNTED_PER_SHARD, per_shard
+
+
+def test_what_a_set_borrows_lives_as_long_as_the_set(many_shards):
+    # The set reads the table's digests, sizes and runs where the table keeps
+    # them: they outlive every other reference to them, and no more.
+    table = shard_table(sds.open(str(many_shards)))
+    assert table.paths.compact and table.sizes is not None
+    digests, sizes = table.paths.digests.copy(), table.sizes.copy()
+    runs = [table.starts.copy(), table.skips.copy(), table.files.copy()]
+    borrowed = [weakref.ref(array) for array in (digests, sizes, *runs)]
+    native = _native.ShardSet(
+        [], True, 4, sizes=sizes, root=table.root, prefix=table.paths.prefix, digests=digests
+    )
+    native.keep_runs(*runs)
+    del digests, sizes, runs
+    gc.collect()
+    assert all(ref() is not None for ref in borrowed)
+    # Shard 0 is named by its borrowed digest and checked against its borrowed size.
+    assert native.probe(0, 0, 0) is not None
+    del native
+    gc.collect()
+    assert all(ref() is None for ref in borrowed)
