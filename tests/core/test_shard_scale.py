@@ -22,10 +22,10 @@ import weakref
 import numpy as np
 import pytest
 import signal_dataset as sds
+from native_required import _native
 from sds_factory import assert_matches_reference, write_dataset
 
 import sds_loader
-from sds_loader import _native
 from sds_loader.cli.bench.many_shards import RECORDS_PER_SHARD
 from sds_loader.cli.bench.many_shards import write as write_linked_shards
 from sds_loader.dataset import shard_table
