@@ -117,28 +117,40 @@ std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths,
                                              const py::object& verify_checksums,
                                              size_t max_open_files, const py::object& source,
                                              const py::object& declared, std::string root,
-                                             std::string prefix, const py::bytes& digests) {
+                                             std::string prefix, const py::object& digests) {
   const sdsl::Verify verify = VerifyArg(verify_checksums);
-  std::string digest_bytes = digests;
-  if (!digest_bytes.empty() && !paths.empty()) {
+  if (!digests.is_none() && !paths.empty()) {
     throw py::value_error("pass shard paths, or a prefix and digests, not both");
   }
-  sdsl::ShardNames names = digest_bytes.empty()
-                               ? sdsl::ShardNames(std::move(paths))
-                               : sdsl::ShardNames(std::move(prefix), std::move(digest_bytes));
-  const size_t count = names.size();
-  std::vector<int64_t> sizes;
-  if (!declared.is_none()) {
-    const auto array = declared.cast<Int64Array>();
-    if (array.ndim() != 1) throw py::value_error("sizes must be a 1-D array");
-    sizes.assign(array.data(), array.data() + array.size());
+  // The digests, as the sizes, are borrowed and kept alive with the set.
+  using DigestArray = py::array_t<uint8_t, py::array::c_style>;
+  if (!digests.is_none() && !DigestArray::check_(digests)) {
+    throw py::type_error("digests must be a numpy uint8 array in C order");
   }
-  if (!sizes.empty() && sizes.size() != count) {
-    throw py::value_error("sizes has " + std::to_string(sizes.size()) + " entries for " +
+  sdsl::ShardNames names = [&] {
+    if (digests.is_none()) return sdsl::ShardNames(std::move(paths));
+    const auto rows = py::reinterpret_borrow<DigestArray>(digests);
+    return sdsl::ShardNames(std::move(prefix), rows.data(), static_cast<size_t>(rows.nbytes()));
+  }();
+  const size_t count = names.size();
+  // Borrowed, not copied: the constructor keeps the array alive with the set,
+  // and takes it only as it is (int64, C order), so that what it keeps alive
+  // is what the set reads.
+  sdsl::DeclaredSizes sizes;
+  if (!declared.is_none()) {
+    if (!Int64Array::check_(declared)) {
+      throw py::type_error("sizes must be a numpy int64 array in C order");
+    }
+    const auto array = py::reinterpret_borrow<Int64Array>(declared);
+    if (array.ndim() != 1) throw py::value_error("sizes must be a 1-D array");
+    sizes = {array.data(), static_cast<size_t>(array.size())};
+  }
+  if (sizes.count != 0 && sizes.count != count) {
+    throw py::value_error("sizes has " + std::to_string(sizes.count) + " entries for " +
                           std::to_string(count) + " shards; pass one per shard, or none");
   }
   if (source.is_none()) {
-    sdsl::LocalObjectRules rules{std::move(root), std::move(sizes)};
+    sdsl::LocalObjectRules rules{std::move(root), sizes};
     return std::make_unique<sdsl::ShardSet>(std::move(names), verify, max_open_files,
                                             std::move(rules));
   }
@@ -150,10 +162,9 @@ std::unique_ptr<sdsl::ShardSet> MakeShardSet(std::vector<std::string> paths,
       throw py::value_error("the source has " + std::to_string(direct->num_files()) +
                             " shards, the dataset " + std::to_string(count));
     }
-    return std::make_unique<sdsl::ShardSet>(std::move(direct), verify, std::move(sizes));
+    return std::make_unique<sdsl::ShardSet>(std::move(direct), verify, sizes);
   }
-  return std::make_unique<sdsl::ShardSet>(MakePythonSource(source, count), verify,
-                                          std::move(sizes));
+  return std::make_unique<sdsl::ShardSet>(MakePythonSource(source, count), verify, sizes);
 }
 
 // A windowed field's row shape is the layout's but along the window axis,
@@ -269,9 +280,14 @@ void KeepRuns(sdsl::ShardSet& set, const Int64Array& starts, const Int64Array& s
   if (starts.ndim() != 1 || skips.ndim() != 1 || files.ndim() != 1) {
     throw py::value_error("starts, skips and files must be 1-D int64 arrays");
   }
-  set.KeepRuns(std::vector<int64_t>(starts.data(), starts.data() + starts.size()),
-               std::vector<int64_t>(skips.data(), skips.data() + skips.size()),
-               std::vector<int64_t>(files.data(), files.data() + files.size()));
+  if (skips.size() != starts.size() || files.size() != starts.size()) {
+    throw py::value_error("a shard table's columns must be of one length");
+  }
+  // Borrowed, not copied: keep_runs keeps the three arrays alive with the
+  // set, and takes them only as they are (int64, C order), so that what it
+  // keeps alive is what the set reads.
+  set.KeepRuns(sdsl::OrdinalRuns{starts.data(), skips.data(), files.data(),
+                                 static_cast<size_t>(starts.size())});
 }
 
 // Adds the stage seconds of `set`'s reads since the last call into `out`
@@ -352,21 +368,26 @@ void BindShardSet(py::module_& m) {
       .def(py::init(&MakeShardSet), py::arg("paths"), py::arg("verify_checksums"),
            py::arg("max_open_files"), py::arg("source") = py::none(), py::arg("sizes") = py::none(),
            py::arg("root") = std::string(), py::arg("prefix") = std::string(),
-           py::arg("digests") = py::bytes(),
+           py::arg("digests") = py::none(), py::keep_alive<1, 6>(), py::keep_alive<1, 9>(),
            "One entry of `paths` per shard. Without `source` they are local files, opened "
            "below `root` without following links (regular files only); with it, `source` "
            "(size(file), name(file), fetch(requests)) supplies every byte. `sizes`: the bytes "
-           "each shard's manifest declares (-1: not checked); a shard of another size is "
-           "refused before its footer is read. `prefix` and `digests` (32 bytes a shard) name the "
-           "shards compactly instead of `paths`: <prefix><2 hex>/<64 hex>.arrayrecord.")
+           "each shard's manifest declares (-1: not checked; an int64 array, borrowed and kept "
+           "alive with the set); a shard of another size is refused before its footer is read. "
+           "`prefix` and `digests` (32 bytes a shard, a uint8 array, borrowed and kept alive "
+           "with the set) name the shards compactly instead of `paths`: "
+           "<prefix><2 hex>/<64 hex>.arrayrecord.")
       .def("read", &Read, py::arg("files"), py::arg("shard_records"), py::arg("ordinals"),
            py::arg("layout"), py::arg("buffers"), py::arg("threads"),
            py::arg("starts") = py::none(), py::arg("pad") = false)
       .def("read_ordinals", &ReadOrdinals, py::arg("ordinals"), py::arg("layout"),
            py::arg("buffers"), py::arg("threads"), py::arg("starts") = py::none(),
            py::arg("pad") = false, "read, each ordinal located in the shard table keep_runs kept.")
-      .def("keep_runs", &KeepRuns, py::arg("starts"), py::arg("skips"), py::arg("files"),
-           "Keeps a shard table's columns, for read_ordinals.")
+      .def("keep_runs", &KeepRuns, py::arg("starts").noconvert(), py::arg("skips").noconvert(),
+           py::arg("files").noconvert(), py::keep_alive<1, 2>(), py::keep_alive<1, 3>(),
+           py::keep_alive<1, 4>(),
+           "Keeps a shard table's columns (int64 arrays in C order, borrowed and kept alive "
+           "with the set), for read_ordinals.")
       .def("probe", &Probe, py::arg("file"), py::arg("shard_record"), py::arg("ordinal"))
       .def_property_readonly("num_files", &sdsl::ShardSet::num_files)
       .def_property_readonly("worker_threads", &sdsl::ShardSet::worker_threads,
@@ -383,8 +404,9 @@ void BindShardSet(py::module_& m) {
                     "Decoded bytes of one chunk (or whole record) this reader holds at once; "
                     "a chunk claiming more is refused before anything is allocated.")
       .def_property_readonly("held_bytes", &sdsl::ShardSet::held_bytes,
-                             "Bytes kept for the shards: names, declared sizes, the cache's "
-                             "slots and the indexes of the shards touched.")
+                             "Bytes kept for the shards: names, the open files' and the cache's "
+                             "slots, and the indexes of the shards touched (the sizes and the "
+                             "shard table are borrowed, not held).")
       .def_property_readonly("footer_reads", &sdsl::ShardSet::footer_reads,
                              "Shard footers read so far (once per shard touched).")
       .def_property("work_per_helper", &sdsl::ShardSet::work_per_helper,

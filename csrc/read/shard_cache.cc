@@ -8,9 +8,9 @@
 
 namespace sdsl {
 
-ShardCache::ShardCache(ShardSource& source, std::vector<int64_t> declared_sizes)
+ShardCache::ShardCache(ShardSource& source, DeclaredSizes declared_sizes)
     : source_(source),
-      declared_sizes_(std::move(declared_sizes)),
+      declared_sizes_(declared_sizes),
       shards_(source.num_files()),
       kept_(new std::atomic<bool>[source.num_files()]()) {
   StartGuarding();
@@ -32,9 +32,7 @@ const OpenShard& ShardCache::Kept(size_t file) {
   // the footer; the first to finish is kept.
   auto shard = std::make_shared<OpenShard>();
   shard->file = std::make_unique<ShardFile>(source_, file);
-  if (file < declared_sizes_.size()) {
-    CheckDeclaredSize(shard->file->path(), shard->file->size(), declared_sizes_[file]);
-  }
+  CheckDeclaredSize(shard->file->path(), shard->file->size(), declared_sizes_[file]);
   shard->index = ReadShardIndex(*shard->file);
   footer_reads_.fetch_add(1, std::memory_order_relaxed);
   shard->verified.Reset(shard->index.num_chunks());
@@ -58,8 +56,8 @@ size_t ShardCache::Touched() const {
 
 size_t ShardCache::HeldBytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  size_t held = shards_.capacity() * (sizeof(shards_[0]) + sizeof(kept_[0])) +
-                declared_sizes_.capacity() * sizeof(int64_t);
+  // The declared sizes are borrowed, not held.
+  size_t held = shards_.capacity() * (sizeof(shards_[0]) + sizeof(kept_[0]));
   for (const auto& shard : shards_) {
     if (shard) held += sizeof(OpenShard) + shard->index.HeldBytes() + shard->verified.HeldBytes();
   }

@@ -16,6 +16,7 @@
 #include "base/fork_guard.h"
 #include "container/array_record_index.h"
 #include "read/verified_chunks.h"
+#include "sources/local_object.h"
 #include "sources/shard_file.h"
 #include "sources/shard_source.h"
 
@@ -31,10 +32,11 @@ struct OpenShard {
 
 class ShardCache : public ForkGuarded {
  public:
-  // `source` must outlive the cache. `declared_sizes` (per shard, or
-  // kSizeNotDeclared; empty: none) are what the manifests say each shard
-  // holds: a shard of another size is refused before its footer is read.
-  explicit ShardCache(ShardSource& source, std::vector<int64_t> declared_sizes = {});
+  // `source` must outlive the cache, and `declared_sizes` (borrowed; per
+  // shard, or kSizeNotDeclared; empty: none) too: what the manifests say
+  // each shard holds. A shard of another size is refused before its footer
+  // is read.
+  explicit ShardCache(ShardSource& source, DeclaredSizes declared_sizes = {});
 
   size_t num_files() const { return source_.num_files(); }
   // Shard `file`, reading its footer the first time.
@@ -58,7 +60,7 @@ class ShardCache : public ForkGuarded {
 
  private:
   ShardSource& source_;
-  const std::vector<int64_t> declared_sizes_;
+  const DeclaredSizes declared_sizes_;                    // borrowed
   mutable std::mutex mutex_;                              // never held while a footer is read
   std::vector<std::shared_ptr<const OpenShard>> shards_;  // by file number
   // Set, once, after shards_[file] is: from then on that entry never changes

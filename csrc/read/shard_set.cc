@@ -18,9 +18,8 @@ ShardSet::ShardSet(ShardNames names, Verify verify, size_t max_open_files, Local
     : ShardSet(std::make_unique<LocalSource>(std::move(names), max_open_files, std::move(rules)),
                verify) {}
 
-ShardSet::ShardSet(std::unique_ptr<ShardSource> source, Verify verify,
-                   std::vector<int64_t> declared_sizes)
-    : source_(std::move(source)), verify_(verify), shards_(*source_, std::move(declared_sizes)) {}
+ShardSet::ShardSet(std::unique_ptr<ShardSource> source, Verify verify, DeclaredSizes declared_sizes)
+    : source_(std::move(source)), verify_(verify), shards_(*source_, declared_sizes) {}
 
 void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
                     size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback) {
@@ -57,30 +56,22 @@ void ShardSet::Read(const int64_t* files, const int64_t* shard_records, const in
   }
 }
 
-void ShardSet::KeepRuns(std::vector<int64_t> starts, std::vector<int64_t> skips,
-                        std::vector<int64_t> files) {
-  if (skips.size() != starts.size() || files.size() != starts.size()) {
-    Fail(ErrorKind::kArgument, "a shard table's columns must be of one length");
-  }
+void ShardSet::KeepRuns(const OrdinalRuns& runs) {
   // The last entry only closes the last run: its file is read for no ordinal.
-  for (size_t run = 0; run + 1 < files.size(); ++run) {
-    const int64_t file = files[run];
+  for (size_t run = 0; run + 1 < runs.size; ++run) {
+    const int64_t file = runs.files[run];
     if (file < 0 || static_cast<uint64_t>(file) >= num_files()) {
       Fail(ErrorKind::kArgument, "the shard table names shard number " + std::to_string(file) +
                                      " of " + std::to_string(num_files()));
     }
   }
-  run_starts_ = std::move(starts);
-  run_skips_ = std::move(skips);
-  run_files_ = std::move(files);
+  runs_ = runs;
 }
 
 void ShardSet::ReadOrdinals(const int64_t* ordinals, size_t count, const BatchLayout& layout,
                             int threads, uint8_t* needs_fallback) {
   std::vector<int64_t> files(count), records(count);
-  const OrdinalRuns runs{run_starts_.data(), run_skips_.data(), run_files_.data(),
-                         run_starts_.size()};
-  LocateOrdinals(runs, ordinals, count, files.data(), records.data());
+  LocateOrdinals(runs_, ordinals, count, files.data(), records.data());
   Read(files.data(), records.data(), ordinals, count, layout, threads, needs_fallback);
 }
 

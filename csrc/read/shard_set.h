@@ -15,6 +15,7 @@
 #include "base/worker_pool.h"
 #include "read/batch_plan.h"
 #include "read/executor.h"
+#include "read/ordinal_runs.h"
 #include "read/record_decoder.h"
 #include "read/record_probe.h"
 #include "read/scratch_pool.h"
@@ -36,8 +37,7 @@ class ShardSet {
   ShardSet(ShardNames names, Verify verify, size_t max_open_files, LocalObjectRules rules = {});
   // Shards wherever `source` finds them; a shard whose size differs from
   // its entry of `declared_sizes` (see ShardCache) is refused.
-  ShardSet(std::unique_ptr<ShardSource> source, Verify verify,
-           std::vector<int64_t> declared_sizes = {});
+  ShardSet(std::unique_ptr<ShardSource> source, Verify verify, DeclaredSizes declared_sizes = {});
 
   // Runs of a batch timed stage by stage, one in this many (see ExecuteRuns):
   // the default of sds_loader.stage_times.DEFAULT_SAMPLING too.
@@ -48,11 +48,16 @@ class ShardSet {
   void Read(const int64_t* files, const int64_t* shard_records, const int64_t* ordinals,
             size_t count, const BatchLayout& layout, int threads, uint8_t* needs_fallback);
 
-  // Keeps the dataset's shard table (OrdinalRuns' three columns, `starts`
+  // Borrows the dataset's shard table (OrdinalRuns' three columns, `starts`
   // closed by the dataset's length), so that a batch can be given by its
-  // ordinals alone. A run naming a file past num_files() fails (kArgument).
-  void KeepRuns(std::vector<int64_t> starts, std::vector<int64_t> skips,
-                std::vector<int64_t> files);
+  // ordinals alone. The columns are not copied: whoever passes them keeps
+  // them as long as the set lives (the binding keeps the arrays alive with
+  // the set), since a copy would hold a dataset's table twice in every set
+  // of every process, 24 bytes a shard each. A run naming a file past
+  // num_files() fails (kArgument); columns changed afterwards locate
+  // ordinals wrongly, never outside them, and a file number they name is
+  // checked again as each batch is planned.
+  void KeepRuns(const OrdinalRuns& runs);
   // Reads a batch of ordinals as Read does, each located in the runs
   // KeepRuns kept: for local shards the caller need not locate them first,
   // which cost a small batch a round trip. An ordinal outside the runs, or
@@ -106,8 +111,9 @@ class ShardSet {
   size_t shards_indexed() const { return shards_.Touched(); }
   size_t index_bytes() const { return shards_.HeldBytes(); }
   size_t footer_reads() const { return shards_.FooterReads(); }
-  // Bytes kept for every shard, touched or not: names, declared sizes, the
-  // cache's slots (and the indexes of those touched).
+  // Bytes kept for every shard, touched or not: names, the open files' and
+  // the cache's slots (and the indexes of those touched). The declared sizes
+  // and the shard table are borrowed, not held.
   size_t held_bytes() const { return shards_.HeldBytes() + source_->HeldBytes(); }
   // The cap on a chunk or record this reader holds whole (kMaxMaterializedBytes by default).
   uint64_t max_chunk_bytes() const { return scratch_.max_materialized(); }
@@ -122,8 +128,8 @@ class ShardSet {
   uint64_t work_per_helper_ = kDefaultWorkPerHelper;
   std::atomic<uint64_t> helped_batches_{0};
   StageTotals stages_;
-  // The shard table's columns, as KeepRuns was given them.
-  std::vector<int64_t> run_starts_, run_skips_, run_files_;
+  // The shard table's columns, as KeepRuns was given them (borrowed).
+  OrdinalRuns runs_;
   std::atomic<uint32_t> stage_sampling_{kDefaultStageSampling};
   // Set when the set is destroyed: announcements still queued are dropped.
   std::atomic<bool> stopping_{false};

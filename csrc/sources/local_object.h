@@ -11,6 +11,7 @@
 #define SDS_LOADER_SOURCES_LOCAL_OBJECT_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -22,19 +23,30 @@ namespace sdsl {
 // reference dataset names in another dataset, as signal_dataset skips it).
 constexpr int64_t kSizeNotDeclared = -1;
 
+// Per object, the bytes its manifest declares, or kSizeNotDeclared; an
+// object past `count` declares nothing. Borrowed, not copied: whoever makes
+// the reader keeps the sizes as long as it lives (the binding keeps the
+// array alive with the set), since a copy held them again in every set of
+// every process, 8 bytes a shard.
+struct DeclaredSizes {
+  const int64_t* sizes = nullptr;
+  size_t count = 0;
+
+  int64_t operator[](size_t object) const {
+    return object < count ? sizes[object] : kSizeNotDeclared;
+  }
+};
+
 // How the objects of one dataset may be opened.
 struct LocalObjectRules {
   // The dataset's root directory: objects below it are opened refusing a
   // link in any component. "" (or an object elsewhere): opened by its path,
   // which may pass through links, as signal_dataset opens it.
   std::string root;
-  // Per object, the bytes its manifest declares, or kSizeNotDeclared. Empty:
-  // nothing is declared.
-  std::vector<int64_t> declared_sizes;
+  // What each object's manifest declares of its size.
+  DeclaredSizes declared_sizes;
 
-  int64_t DeclaredSize(size_t object) const {
-    return object < declared_sizes.size() ? declared_sizes[object] : kSizeNotDeclared;
-  }
+  int64_t DeclaredSize(size_t object) const { return declared_sizes[object]; }
 };
 
 // Opens the objects of one dataset root (see LocalObjectRules::root). The

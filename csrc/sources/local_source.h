@@ -45,7 +45,8 @@ class LocalSource : public ShardSource, public ForkGuarded {
   uint64_t Identity(size_t file) override;
   bool ReadsLocalFiles() const override { return true; }
   size_t HeldBytes() const override {
-    return names_.HeldBytes() + rules_.declared_sizes.capacity() * sizeof(int64_t);
+    // The declared sizes are borrowed (LocalObjectRules), not held.
+    return names_.HeldBytes() + open_.HeldBytes();
   }
   // Ranges that are not back to back are read at once on the source's IO
   // threads, up to 16 reads in flight per call besides the caller's.

@@ -8,10 +8,10 @@ namespace sdsl {
 
 ShardNames::ShardNames(std::vector<std::string> paths) : paths_(std::move(paths)) {}
 
-ShardNames::ShardNames(std::string prefix, std::string digests)
-    : compact_(true), prefix_(std::move(prefix)), digests_(std::move(digests)) {
-  if (digests_.size() % kDigestBytes != 0) {
-    Fail(ErrorKind::kArgument, "shard digests hold " + std::to_string(digests_.size()) +
+ShardNames::ShardNames(std::string prefix, const uint8_t* digests, size_t bytes)
+    : compact_(true), prefix_(std::move(prefix)), digests_(digests), digest_bytes_(bytes) {
+  if (digest_bytes_ % kDigestBytes != 0) {
+    Fail(ErrorKind::kArgument, "shard digests hold " + std::to_string(digest_bytes_) +
                                    " bytes, not a whole number of " + std::to_string(kDigestBytes) +
                                    "-byte digests");
   }
@@ -25,7 +25,7 @@ std::string ShardNames::operator[](size_t file) const {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string hex(2 * kDigestBytes, '0');
   for (size_t k = 0; k < kDigestBytes; ++k) {
-    const auto byte = static_cast<unsigned char>(digests_[file * kDigestBytes + k]);
+    const uint8_t byte = digests_[file * kDigestBytes + k];
     hex[2 * k] = kHex[byte >> 4];
     hex[2 * k + 1] = kHex[byte & 15];
   }
@@ -33,7 +33,7 @@ std::string ShardNames::operator[](size_t file) const {
 }
 
 size_t ShardNames::HeldBytes() const {
-  if (compact_) return prefix_.capacity() + digests_.capacity();
+  if (compact_) return prefix_.capacity();  // the digests are borrowed
   size_t held = paths_.capacity() * sizeof(std::string);
   for (const std::string& path : paths_) held += path.capacity() > 15 ? path.capacity() + 1 : 0;
   return held;

@@ -121,10 +121,10 @@ class ShardSet:
         verify_checksums: bool | str,
         max_open_files: int,
         source: _RangeSource | ObjectStoreSource | None = None,
-        sizes: npt.ArrayLike | None = None,
+        sizes: npt.NDArray[np.int64] | None = None,
         root: str = "",
         prefix: str = "",
-        digests: bytes = b"",
+        digests: npt.NDArray[np.uint8] | None = None,
     ) -> None: ...
     @property
     def held_bytes(self) -> int: ...
@@ -151,8 +151,10 @@ class ShardSet:
         pad: bool = False,
     ) -> npt.NDArray[np.uint8]:
         """read, each ordinal located in the shard table keep_runs kept."""
-    def keep_runs(self, starts: npt.ArrayLike, skips: npt.ArrayLike, files: npt.ArrayLike) -> None:
-        """Keeps a shard table's columns, for read_ordinals."""
+    def keep_runs(
+        self, starts: npt.NDArray[np.int64], skips: npt.NDArray[np.int64], files: npt.NDArray[np.int64]
+    ) -> None:
+        """Keeps a shard table's columns, borrowed (kept alive with the set), for read_ordinals."""
     def probe(self, file: int, shard_record: int, ordinal: int) -> tuple[list[_ProbedField], str] | None:
         """One record's fields and its metadata as JSON, or None where the core cannot read it."""
     @property

@@ -297,17 +297,22 @@ class ShardTable:
         from sds_loader import _native
 
         names = self.paths if isinstance(self.paths, ShardNames) else ShardNames(self.paths)
+        # The set borrows the sizes and the runs rather than copying them (a
+        # dataset of 100,000 shards would otherwise hold them again in each
+        # set), so it takes int64 arrays in C order, as these are.
+        sizes = None if self.sizes is None else np.ascontiguousarray(self.sizes, dtype=np.int64)
         # Any count past 2**32 means "no limit"; the native side takes a size_t.
         native = _native.ShardSet(
             verify_checksums=verify_checksums,
             max_open_files=min(max_open_files, 1 << 32),
             source=source,
-            sizes=self.sizes,
+            sizes=sizes,
             root=self.root,
             **names.native_arguments(),
         )
         # So that a batch can be read by its ordinals alone (read_ordinals).
-        native.keep_runs(self.starts, self.skips, self.files)
+        columns = (self.starts, self.skips, self.files)
+        native.keep_runs(*(np.ascontiguousarray(column, dtype=np.int64) for column in columns))
         return native
 
     @property

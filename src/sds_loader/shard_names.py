@@ -72,10 +72,14 @@ class ShardNames(Sequence[str]):
         return (self[k] for k in range(len(self)))
 
     def native_arguments(self) -> dict[str, Any]:
-        """How the native `ShardSet` takes these names: paths, or a prefix and digests."""
+        """How the native `ShardSet` takes these names: paths, or a prefix and digests.
+
+        The set borrows the digests (and keeps them alive) rather than
+        copying them: 32 bytes a shard less in each set.
+        """
         if self._paths is not None:
             return {"paths": list(self._paths)}
-        return {"paths": [], "prefix": self._prefix, "digests": self.digests.tobytes()}
+        return {"paths": [], "prefix": self._prefix, "digests": self.digests}
 
     @property
     def held_bytes(self) -> int:

@@ -1,25 +1,34 @@
-"""Datasets of many shards: each footer is read once, and the open-file budget follows the file limit.
+"""Datasets of many shards: a footer read once, a budget that follows the file limit, a shard kept small.
 
 A reader keeps what every touched shard's footer and index say, apart from
 the bounded set of open files and mappings; reopening an evicted shard must
 not parse its footer again. The default budget follows the process's file
 limit, so a dataset with more shards than a fixed budget reads without
 running out of descriptors. Each scenario runs in a child process whose
-file limit the test sets.
+file limit the test sets. What a reader keeps for every shard, touched or
+not (its table, the native set's names and slots), is a hundred-odd bytes,
+and the reader's own count of it says where each goes.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
+import signal_dataset as sds
+from native_required import _native
 from sds_factory import assert_matches_reference, write_dataset
 
 import sds_loader
+from sds_loader.cli.bench.many_shards import RECORDS_PER_SHARD
+from sds_loader.cli.bench.many_shards import write as write_linked_shards
+from sds_loader.dataset import shard_table
 
 SHARDS = 150
 PER_SHARD = 4
@@ -101,3 +110,109 @@ def test_more_shards_than_the_file_limit_read_without_running_out(many_shards):
     reference = run_child(many_shards, 1024, 1024, "1024")
     assert reference.returncode == 0, reference.stderr[-3000:]
     assert json.loads(reference.stdout)["checksum"] == result["checksum"]
+
+
+# What a reader keeps per shard of the dataset, touched or not: heap bytes
+# (malloc's own count, not resident pages, so that neither page granularity
+# nor memory the allocator has yet to hand back blurs it) after opening a
+# reader and reading a first batch, in a fresh interpreter that has already
+# imported everything it uses. The batch reads one record of each of the
+# first 256 shards, so that both datasets touch, and index, as many.
+HEAP_CHILD = r"""
+import ctypes, gc, json, sys
+import numpy as np
+import signal_dataset
+import sds_loader
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+mallinfo2 = getattr(ctypes.CDLL(None), "mallinfo2", None)
+if mallinfo2 is None:
+    print(json.dumps(None))
+    raise SystemExit
+mallinfo2.restype = MallInfo2
+
+def heap():
+    gc.collect()
+    info = mallinfo2()
+    return info.uordblks + info.hblkhd  # in use: small chunks, and those mapped whole
+
+before = heap()
+reader = sds_loader.BatchReader(sys.argv[1], threads=1)
+reader.read(np.arange(256) * int(sys.argv[2]))
+kept = heap() - before
+state = reader.process_state()
+print(json.dumps({"heap": kept, "accounted": state.table.held_bytes + state.native.held_bytes}))
+"""
+
+#: Shard counts of the two datasets the cost of a shard is the slope between.
+FEWER, MORE = 500, 3_000
+#: Heap bytes a shard may cost, its shard table and the native set's slots
+#: together: 85 (the table's 64, a cache slot of 17 and an open-file slot
+#: number of 4). 0.4.0 kept 121, copying the digests into the set; a round
+#: after it kept 177: the set copied the shard table too, and held a 32-byte
+#: open-file entry for every shard.
+BYTES_PER_SHARD = 110
+#: Heap bytes a shard may cost beyond what the table and the set account for.
+UNACCOUNTED_PER_SHARD = 16
+
+
+@pytest.fixture(scope="module")
+def shard_counts(tmp_path_factory):
+    roots = {}
+    for shards in (FEWER, MORE):
+        roots[shards] = tmp_path_factory.mktemp(f"shards-{shards}")
+        write_linked_shards(roots[shards], shards)
+    return roots
+
+
+def kept_per_shard(roots) -> dict[str, float]:
+    """Heap bytes kept, and bytes the reader accounts for, per shard of the dataset."""
+    kept = {}
+    for shards, root in roots.items():
+        run = subprocess.run(
+            [sys.executable, "-c", HEAP_CHILD, os.fspath(root), str(RECORDS_PER_SHARD)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        kept[shards] = json.loads(run.stdout)
+        if kept[shards] is None:
+            pytest.skip("this C library has no mallinfo2 to count heap bytes with")
+    return {key: (kept[MORE][key] - kept[FEWER][key]) / (MORE - FEWER) for key in ("heap", "accounted")}
+
+
+def test_a_shard_costs_its_table_and_a_few_bytes_all_accounted_for(shard_counts):
+    per_shard = kept_per_shard(shard_counts)
+    # What every shard costs however few are read: the table's columns and
+    # names, the set's slots. A structure sized by the shard count that is
+    # not borrowed from the table shows here.
+    assert per_shard["heap"] <= BYTES_PER_SHARD, per_shard
+    # And held_bytes says where it goes: nothing kept per shard escapes it.
+    assert per_shard["heap"] <= per_shard["accounted"] + UNACCOUNTED_PER_SHARD, per_shard
+
+
+def test_what_a_set_borrows_lives_as_long_as_the_set(many_shards):
+    # The set reads the table's digests, sizes and runs where the table keeps
+    # them: they outlive every other reference to them, and no more.
+    table = shard_table(sds.open(str(many_shards)))
+    assert table.paths.compact and table.sizes is not None
+    digests, sizes = table.paths.digests.copy(), table.sizes.copy()
+    runs = [table.starts.copy(), table.skips.copy(), table.files.copy()]
+    borrowed = [weakref.ref(array) for array in (digests, sizes, *runs)]
+    native = _native.ShardSet(
+        [], True, 4, sizes=sizes, root=table.root, prefix=table.paths.prefix, digests=digests
+    )
+    native.keep_runs(*runs)
+    del digests, sizes, runs
+    gc.collect()
+    assert all(ref() is not None for ref in borrowed)
+    # Shard 0 is named by its borrowed digest and checked against its borrowed size.
+    assert native.probe(0, 0, 0) is not None
+    del native
+    gc.collect()
+    assert all(ref() is None for ref in borrowed)
