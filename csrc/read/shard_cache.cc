@@ -4,9 +4,45 @@
 #include <utility>
 
 #include "base/reader_error.h"
+#include "read/failed_checks.h"
 #include "sources/local_object.h"
 
 namespace sdsl {
+namespace {
+
+// A shard's bytes as its footer's parse reads them, each range noted: the
+// ones to drop when the parse fails.
+class NotedBytes : public RandomAccessBytes {
+ public:
+  explicit NotedBytes(const ShardFile& file) : file_(file) {}
+  const std::string& path() const override { return file_.path(); }
+  uint64_t size() const override { return file_.size(); }
+  void ReadAt(uint64_t offset, uint64_t size, uint8_t* dst) const override {
+    read_.push_back(ByteRange{offset, size});
+    file_.ReadAt(offset, size, dst);
+  }
+  const std::vector<ByteRange>& read() const { return read_; }
+
+ private:
+  const ShardFile& file_;
+  mutable std::vector<ByteRange> read_;
+};
+
+// The shard's footer index; its bytes (the tail a store source opened the
+// shard with, among them) fetched again when they fail, as FailedChecks says.
+ShardIndex ReadCheckedIndex(const ShardFile& file) {
+  FailedChecks checks;
+  for (;;) {
+    NotedBytes noted(file);
+    try {
+      return ReadShardIndex(noted);
+    } catch (const ReaderError& error) {
+      checks.After(error, file, noted.read());
+    }
+  }
+}
+
+}  // namespace
 
 ShardCache::ShardCache(ShardSource& source, std::vector<int64_t> declared_sizes)
     : source_(source),
@@ -35,7 +71,7 @@ const OpenShard& ShardCache::Kept(size_t file) {
   if (file < declared_sizes_.size()) {
     CheckDeclaredSize(shard->file->path(), shard->file->size(), declared_sizes_[file]);
   }
-  shard->index = ReadShardIndex(*shard->file);
+  shard->index = ReadCheckedIndex(*shard->file);
   footer_reads_.fetch_add(1, std::memory_order_relaxed);
   shard->verified.Reset(shard->index.num_chunks());
   // The identity the first marks are made under: a file replaced between
