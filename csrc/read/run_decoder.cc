@@ -198,17 +198,28 @@ void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layo
                const int64_t* ordinals, Verify verify, uint8_t* needs_fallback,
                WorkerScratch* scratch) {
   // Bytes that fail a check cost a refetch, not the read: every copy of
-  // them is dropped (the node cache's, readahead's) and the run read again,
-  // from the store, as long as its retry policy allows; only bytes that
-  // keep failing raise.
+  // them is dropped (the node cache's, readahead's) and the run fetched
+  // again whole, in one request (a store's in parts, all in flight), as
+  // long as its source's retry policy allows; only bytes that keep failing
+  // raise. Whole, not chunk by chunk as a run read into rows is: each
+  // fetch is one more chance of a fault on the way.
   FailedChecks checks;
-  for (const FileRange* bytes = fetched;; bytes = nullptr) {
+  std::vector<uint8_t> again;
+  FileRange refetched;
+  for (const FileRange* bytes = fetched;; bytes = &refetched) {
     try {
       DecodeRunOnce(run, bytes, layout, ordinals, verify, needs_fallback, scratch);
       return;
     } catch (const ReaderError& error) {
       checks.After(error, *run.shard->file, {ByteRange{run.begin, run.end - run.begin}});
     }
+    const ShardFile& file = *run.shard->file;
+    const uint64_t size = run.end - run.begin;
+    file.CheckRange(run.begin, size);
+    again.resize(static_cast<size_t>(size));
+    RangeRequest request{file.number(), run.begin, size, again.data()};
+    file.source().Fetch(&request, 1);
+    refetched = FileRange{again.data(), run.begin, size};
   }
 }
 

@@ -282,7 +282,8 @@ std::vector<ObjectStoreSource::TailAnswer> ObjectStoreSource::FetchTails(
     for (size_t k = 0; k < wanted.size(); ++k) {
       probe[k] = probe_cache && cache->Known(urls[k], &known_version[k], &known_size[k]);
       if (!probe[k]) locks[k] = cache->LockUrl(urls[k], /*wait=*/false, deadline);
-      (probe[k] || locks[k] >= 0 ? mine : later).push_back(k);
+      // A read-only cache takes no locks: no process of the node writes it.
+      (probe[k] || locks[k] >= 0 || cache->read_only() ? mine : later).push_back(k);
     }
   } else {
     for (size_t k = 0; k < wanted.size(); ++k) mine.push_back(k);
