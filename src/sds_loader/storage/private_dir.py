@@ -44,6 +44,16 @@ class Refused(Exception):
     """A directory or file of the cache that is not to be trusted; the message names it and the fix."""
 
 
+class Unwritable(Refused):
+    """A directory of the cache that is missing and cannot be made: the cache is read-only (a
+    read-only mount, a directory this user may not write), and holds nothing there to read."""
+
+
+def _not_made(path: str, error: OSError) -> Refused:
+    message = f"cannot create the cache directory {path}: {error.strerror}"
+    return Unwritable(message) if error.errno in (errno.EROFS, errno.EACCES) else Refused(message)
+
+
 def open_root(path: str) -> int:
     """A descriptor of the cache root `path` (made ``0700`` when missing), or `Refused`."""
     try:
@@ -52,7 +62,7 @@ def open_root(path: str) -> int:
     except FileExistsError:
         pass
     except OSError as error:
-        raise Refused(f"cannot create the cache directory {path}: {error.strerror}") from None
+        raise _not_made(path, error) from None
     return _checked(_open_directory(path, None, path), path)
 
 
@@ -66,7 +76,7 @@ def open_below(directory: int, name: str, path: str) -> int:
     except FileExistsError:
         pass
     except OSError as error:
-        raise Refused(f"cannot create the cache directory {path}: {error.strerror}") from None
+        raise _not_made(path, error) from None
     return _checked(_open_directory(name, directory, path), path)
 
 
