@@ -26,10 +26,12 @@ parts of a shard they apply to (its ``"tail"``: a range that reaches the
 object's end, which is what a reader opening a shard fetches for its footer;
 its ``"head"``: a short range from byte 0; its ``"body"``: any other range,
 record chunks) and a schedule, every one of them deterministic: `every`
-(every GET that matches), `first` (the first k GETs of each range) or `rate`
-(a seeded share of GETs, decided by a hash of the seed, the object, the
-range and the try, so that the same GETs meet the same faults whatever order
-the threads take). Only GETs of the data shards (paths holding `shards`)
+(every GET that matches), `first` (the first k GETs of each range),
+`once_per_byte` (every GET none of whose bytes met a fault before, however
+a reader splits or joins the ranges it asks for again) or `rate` (a seeded
+share of GETs, decided by a hash of the seed, the object, the range and the
+try, so that the same GETs meet the same faults whatever order the threads
+take). Only GETs of the data shards (paths holding `shards`)
 meet rules; control documents pass. What was injected is counted
 (`injected`, `injected_at`), and every matching GET is logged (`log`).
 
@@ -88,6 +90,7 @@ class Exchange:
     part: str  # "tail", "head" or "body"
     tries: int  # GETs of this path and range before this one
     faults: int  # of them, how many met a fault
+    touched: bool  # whether an earlier GET of this object that met a fault held any of these bytes
 
     def draw(self, seed: int) -> float:
         """A number in [0, 1) fixed by `seed`, the object, the range and the try."""
@@ -107,6 +110,12 @@ def every() -> Schedule:
 def first(k: int) -> Schedule:
     """The first `k` GETs of each range (its later tries pass)."""
     return lambda exchange: exchange.tries < k
+
+
+def once_per_byte() -> Schedule:
+    """Every GET none of whose bytes met a fault before: each byte of an object meets one at most,
+    however a reader splits or joins the ranges it asks for again."""
+    return lambda exchange: not exchange.touched
 
 
 def rate(share: float, seed: int, *, per_range: int = 2) -> Schedule:
@@ -268,6 +277,7 @@ class FaultProxy:
         self.log: list[tuple[str, str | None, str, str | None]] = []
         self._tries: Counter[tuple[str, str | None]] = Counter()
         self._faults: Counter[tuple[str, str | None]] = Counter()
+        self._faulted_spans: dict[str, list[tuple[int, int]]] = {}
 
     def gets_of(self, path_part: str, range_header: str | None = None) -> int:
         """GETs logged whose path holds `path_part` (and whose Range is `range_header`, if given)."""
@@ -301,8 +311,18 @@ class FaultProxy:
         start, end, size = _span(answer)
         key = (path, sent)
         with self._lock:
+            spans = self._faulted_spans.setdefault(path, [])
+            touched = any(start <= last and first_byte <= end for first_byte, last in spans)
             exchange = Exchange(
-                path, sent, start, end, size, part_of(start, end, size), self._tries[key], self._faults[key]
+                path,
+                sent,
+                start,
+                end,
+                size,
+                part_of(start, end, size),
+                self._tries[key],
+                self._faults[key],
+                touched,
             )
             self._tries[key] += 1
             rule, kind = None, None
@@ -312,6 +332,7 @@ class FaultProxy:
             self.gets[exchange.part] += 1
             self.log.append((path, sent, exchange.part, kind))
             if kind is not None:
+                spans.append((start, end))
                 self._faults[key] += 1
                 self.injected[kind] += 1
                 self.injected_at[kind, exchange.part] += 1
