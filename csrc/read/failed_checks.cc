@@ -12,7 +12,8 @@ void FailedChecks::After(const ReaderError& error, const ShardFile& file,
   ShardSource& source = file.source();
   bool dropped = false;
   for (const ByteRange& range : ranges) {
-    if (range.size > 0) dropped = source.DropCopy(file.number(), range.offset, range.size) || dropped;
+    if (range.size > 0)
+      dropped = source.DropCopy(file.number(), range.offset, range.size) || dropped;
   }
   ++failures_;
   if (source.Refetch(file.number(), failures_, dropped)) return;

@@ -217,7 +217,8 @@ std::shared_ptr<NodeCache::Object> NodeCache::Open(const std::string& url,
   const SharedDir url_dir = UrlDir(url, /*create=*/!read_only_);
   if (url_dir == nullptr) return nullptr;
   // Other versions of the object are never served again: their bytes go.
-  for (const std::string& other : read_only_ ? std::vector<std::string>() : ListDir(url_dir->get())) {
+  for (const std::string& other :
+       read_only_ ? std::vector<std::string>() : ListDir(url_dir->get())) {
     if (other == name || other[0] == '.') continue;
     room_->Release([&]() { return RemoveDirAt(url_dir->get(), other, CountedCacheFile); });
   }
@@ -312,13 +313,14 @@ void NodeCache::DropEntry(Object& object, uint64_t first, const Entry& entry,
   // A read-only cache keeps it, but this process serves it no more.
   struct stat held;
   const bool have_held = open != nullptr && fstat(open->fd, &held) == 0;
-  if (!read_only_) room_->Release([&]() -> uint64_t {
-    const NameInfo named = InfoAt(object.dir->get(), name);
-    if (!named.exists) return 0;
-    if (open != nullptr && (!have_held || held.st_ino != named.ino || held.st_dev != named.dev))
-      return 0;
-    return UnlinkAt(object.dir->get(), name) && named.regular ? named.size : 0;
-  });
+  if (!read_only_)
+    room_->Release([&]() -> uint64_t {
+      const NameInfo named = InfoAt(object.dir->get(), name);
+      if (!named.exists) return 0;
+      if (open != nullptr && (!have_held || held.st_ino != named.ino || held.st_dev != named.dev))
+        return 0;
+      return UnlinkAt(object.dir->get(), name) && named.regular ? named.size : 0;
+    });
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = object.entries.find(first);
   if (found != object.entries.end() && found->second.size == entry.size)

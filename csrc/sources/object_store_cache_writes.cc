@@ -89,8 +89,7 @@ bool ObjectStoreSource::DropCopy(size_t file, uint64_t offset, uint64_t size) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = tails_.find(file);
     if (found != tails_.end() &&
-        (offset < found->second->head.size() ||
-         offset + size > found->second->start)) {
+        (offset < found->second->head.size() || offset + size > found->second->start)) {
       tails_.erase(found);
       tail_order_.erase(std::remove(tail_order_.begin(), tail_order_.end(), file),
                         tail_order_.end());

@@ -17,6 +17,11 @@
 //   412, 416) fail at once, saying what they mean.
 // - Opening a shard costs one round trip: a suffix GET gives its size, its
 //   ETag and its footer; the file's first bytes come in the same round trip.
+//   With check_openings, the footer is parsed and verified before the tail
+//   is kept (in memory, in the node cache), and fetched again when it fails.
+// - Bytes that fail a check later (a chunk's hash) are dropped wherever this
+//   source kept them (DropCopy) and fetched again by the read, max_attempts
+//   times in all (Refetch), counted apart from retries.
 // - WillNeed fetches the announced ranges on a thread of its own into a
 //   bounded cache (AheadCache) that reads then consume; it never blocks and
 //   never fails.
@@ -170,8 +175,8 @@ class ObjectStoreSource : public ShardSource, public ForkGuarded {
   // Whether an opening's footer parses and verifies, as far as it holds it.
   struct OpeningCheck {
     enum Result { kWhole, kFailed, kShort } result = kWhole;
-    std::string why;        // kFailed: the check that failed
-    uint64_t missing = 0;   // kShort: where the footer begins, before the tail
+    std::string why;       // kFailed: the check that failed
+    uint64_t missing = 0;  // kShort: where the footer begins, before the tail
   };
   class OpeningBytes;
   OpeningCheck CheckOpening(size_t file, const TailAnswer& answer) const;

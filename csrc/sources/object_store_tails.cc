@@ -94,8 +94,7 @@ class UrlLocks {
 // are whole before anything keeps them.
 class ObjectStoreSource::OpeningBytes : public RandomAccessBytes {
  public:
-  OpeningBytes(const std::string& path, const TailAnswer& answer)
-      : path_(path), answer_(answer) {}
+  OpeningBytes(const std::string& path, const TailAnswer& answer) : path_(path), answer_(answer) {}
   const std::string& path() const override { return path_; }
   uint64_t size() const override { return answer_.size; }
   void ReadAt(uint64_t offset, uint64_t size, uint8_t* dst) const override {
@@ -182,7 +181,8 @@ void ObjectStoreSource::CompleteOpenings(const std::vector<size_t>& wanted,
         checks[j] = CheckOpening(wanted[check[j]], answer);
         if (checks[j].result == OpeningCheck::kShort) {
           checks[j].result = OpeningCheck::kFailed;
-          checks[j].why = "shard " + Name(wanted[check[j]]) + ": its footer is not where its postscript says";
+          checks[j].why =
+              "shard " + Name(wanted[check[j]]) + ": its footer is not where its postscript says";
         }
       }
       if (checks[j].result != OpeningCheck::kFailed) continue;
@@ -193,8 +193,8 @@ void ObjectStoreSource::CompleteOpenings(const std::vector<size_t>& wanted,
     ++failures;
     if (failures >= settings_.max_attempts) {
       const TailAnswer& answer = (*answers)[failed.front()];
-      Corrupt(why + FailedFetches(Name(wanted[failed.front()]), answer.start, answer.size,
-                                  failures));
+      Corrupt(why +
+              FailedFetches(Name(wanted[failed.front()]), answer.start, answer.size, failures));
     }
     // Fetched again, whole, as any retry: at once the first time.
     refetches_ += failed.size();

@@ -26,9 +26,9 @@ from sds_loader.fallback import FallbackReader
 from sds_loader.metadata import MetadataShards
 from sds_loader.storage import control_reads, sources
 from sds_loader.storage.cache_settings import CacheSettings
-from sds_loader.storage.timeouts import Timeouts
 from sds_loader.storage.remote_readahead import RemoteReadahead
 from sds_loader.storage.stores import for_root
+from sds_loader.storage.timeouts import Timeouts
 
 if TYPE_CHECKING:
     from sds_loader.schema import Schema

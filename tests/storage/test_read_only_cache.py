@@ -47,8 +47,9 @@ import sds_loader
 url, uri, cache = sys.argv[1:4]
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    reader = sds_loader.BatchReader(uri, fields=("samples",), targets=("label",),
-                                    object_store=S3ObjectStore(options=endpoint_options(url)), cache_dir=cache)
+    store = S3ObjectStore(options=endpoint_options(url))
+    reader = sds_loader.BatchReader(uri, fields=("samples",), targets=("label",), object_store=store,
+                                    cache_dir=cache)
     batch = reader.read({spread!r})
     stats = reader.stats
     reader.close()
@@ -63,7 +64,14 @@ def _bind_mount_works(directory: Path) -> bool:
     if shutil.which("unshare") is None or shutil.which("mount") is None:
         return False
     probe = subprocess.run(
-        ["unshare", "-m", "sh", "-c", 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" "$0"', directory],
+        [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" "$0"',
+            directory,
+        ],
         capture_output=True,
     )
     return probe.returncode == 0
@@ -107,7 +115,9 @@ def test_a_read_only_cache_serves_what_it_holds(rclone_server, rclone_dataset, r
     uri, _ = rclone_dataset
     cache, prefix = read_only
     store = S3ObjectStore(options=endpoint_options(rclone_server.url))
-    warm = settled(sds_loader.BatchReader(uri, fields=FIELDS, targets=TARGETS, object_store=store, cache_dir=cache))
+    warm = settled(
+        sds_loader.BatchReader(uri, fields=FIELDS, targets=TARGETS, object_store=store, cache_dir=cache)
+    )
     expected = warm.read(SPREAD)
     assert_batch(uri, expected, SPREAD, FIELDS, TARGETS)
     settled(warm).close()

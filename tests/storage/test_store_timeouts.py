@@ -9,6 +9,8 @@ proxy, which here answers nothing for longer than the timeout.
 
 from __future__ import annotations
 
+from torch_required import torch  # noqa: F401
+
 import dataclasses
 import math
 
@@ -18,7 +20,6 @@ from native_required import _native  # noqa: F401
 from s3_fixtures import endpoint_options
 from signal_dataset import StorageError
 from signal_dataset.storage import S3ObjectStore
-from torch_required import torch  # noqa: F401
 
 import sds_loader
 from sds_loader.torch import SDSTorchDataset

@@ -131,15 +131,26 @@ def for_shards(
         cache = _CACHES.get(dataset)
     in_flight = DEFAULT_REQUESTS_IN_FLIGHT if requests_in_flight is None else requests_in_flight
     chosen = Timeouts() if timeouts is None else timeouts
-    settings = dict(
+    if isinstance(store, GCSObjectStore):
+        return GcsRangeSource(
+            uris,
+            options_of(store),
+            credentials=credentials_of(store),
+            requests_in_flight=in_flight,
+            cache=cache,
+            connect_timeout=chosen.connect,
+            read_timeout=chosen.read,
+            check_openings=True,
+        )
+    assert isinstance(store, S3ObjectStore)
+    client = identity_of(getattr(store, "_client", None))
+    return S3RangeSource(
+        uris,
+        store.options,
+        client=client,
         requests_in_flight=in_flight,
         cache=cache,
         connect_timeout=chosen.connect,
         read_timeout=chosen.read,
         check_openings=True,
     )
-    if isinstance(store, GCSObjectStore):
-        return GcsRangeSource(uris, options_of(store), credentials=credentials_of(store), **settings)
-    assert isinstance(store, S3ObjectStore)
-    client = identity_of(getattr(store, "_client", None))
-    return S3RangeSource(uris, store.options, client=client, **settings)

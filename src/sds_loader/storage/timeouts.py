@@ -24,7 +24,7 @@ DEFAULT_READ_TIMEOUT = 30.0
 def checked_timeout(argument: str, value: object) -> float:
     """`value` as a timeout in seconds, or ValueError: a finite number above 0 (a bool is not one)."""
     number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not number or not math.isfinite(value) or value <= 0:  # type: ignore[arg-type]
+    if not number or not math.isfinite(value) or value <= 0:  # type: ignore[arg-type, operator]
         raise ValueError(f"{argument} must be a number of seconds above 0, not {value!r}")
     return float(value)  # type: ignore[arg-type]
 
