@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 import pytest
+from cache_readers import settled
 from fault_proxy import Fault, FaultProxy, every, first
 from native_required import _native  # noqa: F401
 from s3_fixtures import endpoint_options, upload_dataset
@@ -167,3 +168,36 @@ def test_a_footer_longer_than_the_tail_is_checked_and_kept_whole(proxy, long_foo
     assert proxy.gets["tail"] == 1
     assert again.stats.refetches == 0 and again.stats.cache_drops == 0
     again.close()
+
+
+def test_a_tail_damaged_in_the_node_cache_is_fetched_and_stored_again(
+    rclone_server, rclone_dataset, tmp_path
+):
+    uri, _ = rclone_dataset
+    cache = tmp_path / "cache"
+    store = S3ObjectStore(options=endpoint_options(rclone_server.url))
+
+    def reader() -> sds_loader.BatchReader:
+        return sds_loader.BatchReader(
+            uri, fields=FIELDS, targets=TARGETS, object_store=store, cache_dir=cache
+        )
+
+    first_reader = settled(reader())
+    assert_batch(uri, first_reader.read(SPREAD), SPREAD, FIELDS, TARGETS)
+    settled(first_reader).close()
+    tails = [path for path in cache_entries(cache) if int(path.name.split("-")[1], 16) == 1 << 17]
+    assert len(tails) == 4  # each shard's footer, kept whole
+    for path in tails:  # a byte of each flipped on the disk, under the entry's block hashes
+        data = bytearray(path.read_bytes())
+        data[-100] ^= 0xFF
+        path.write_bytes(bytes(data))
+    second = settled(reader())
+    assert_batch(uri, second.read(SPREAD), SPREAD, FIELDS, TARGETS)
+    assert second.stats.cache_drops >= 4
+    settled(second).close()
+    # Stored again, whole: a third reader reads every footer and record from the cache.
+    third = reader()
+    assert_batch(uri, third.read(SPREAD), SPREAD, FIELDS, TARGETS)
+    assert third.stats.cache_drops == 0 and third.stats.refetches == 0
+    assert third.stats.fetched_bytes == 4  # each shard's one-byte probe
+    third.close()

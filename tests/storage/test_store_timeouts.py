@@ -24,7 +24,7 @@ from signal_dataset.storage import S3ObjectStore
 import sds_loader
 from sds_loader.torch import SDSTorchDataset
 
-BAD = [0, -1.0, math.nan, math.inf, True, "5", None.__class__]
+BAD = [0, -1.0, math.nan, math.inf, True, "5", [1.0]]
 
 
 @pytest.mark.parametrize("argument", ["connect_timeout", "read_timeout"])
