@@ -4,11 +4,12 @@ A cache warmed by one job and mounted read-only into the containers of
 others is a common layout. A process given such a directory serves what it
 holds (hits, no bytes fetched for them), checks it as ever, and writes,
 claims and evicts nothing. The directory is made read-only the way this
-machine allows: a read-only bind mount in a private mount namespace
-(`unshare -m`) when the tests run as root, whom file modes do not stop;
-else the modes themselves (`chmod -R u-w`), which the cache sees as it
-sees a read-only mount (its directory cannot be written). Against the real
-rclone S3 server, every row checked against signal_dataset's reader.
+machine allows, both where it can: a read-only bind mount in a private
+mount namespace (`unshare -m`, as root: writes fail with EROFS), and the
+file modes (`chmod -R u-w`: writes fail with EACCES; as root, whom modes do
+not stop, the reading process runs without the capabilities that override
+them, `setpriv --bounding-set=-dac_override,-dac_read_search`). Against the
+real rclone S3 server, every row checked against signal_dataset's reader.
 """
 
 from __future__ import annotations
@@ -77,27 +78,33 @@ def _bind_mount_works(directory: Path) -> bool:
     return probe.returncode == 0
 
 
-@pytest.fixture
-def read_only(tmp_path) -> Iterator[tuple[Path, list[str]]]:
-    """(a cache directory, the command prefix that runs a process seeing it read-only)."""
+#: Runs a command as root without the capabilities that let root write where file modes forbid it.
+WITHOUT_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+
+
+@pytest.fixture(params=["mount", "modes"])
+def read_only(request, tmp_path) -> Iterator[tuple[Path, list[str], bool]]:
+    """(a cache directory, the command prefix that runs a process seeing it read-only, whether
+    its modes must be taken away first)."""
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
-    if os.geteuid() != 0:
-        yield cache, []
-        for path in [cache, *cache.rglob("*")]:  # writable again, to be removed
-            if path.is_dir():
-                path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    root = os.geteuid() == 0
+    if request.param == "mount":
+        if not root or not _bind_mount_works(cache):
+            pytest.skip("a read-only bind mount needs root and unshare -m, which this machine does not allow")
+        script = 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" "$0" && exec "$@"'
+        yield cache, ["unshare", "-m", "sh", "-c", script, os.fspath(cache)], False
         return
-    if not _bind_mount_works(cache):
-        pytest.skip("running as root, and no read-only bind mount can be made here (unshare -m)")
-    script = 'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" "$0" && exec "$@"'
-    yield cache, ["unshare", "-m", "sh", "-c", script, os.fspath(cache)]
+    if root and shutil.which("setpriv") is None:
+        pytest.skip("running as root, whom file modes do not stop, and setpriv is missing")
+    yield cache, WITHOUT_OVERRIDE if root else [], True
+    for path in [cache, *cache.rglob("*")]:  # writable again, to be removed
+        if path.is_dir():
+            path.chmod(path.stat().st_mode | stat.S_IWUSR)
 
 
-def _make_read_only(cache: Path) -> None:
-    """Without root: no directory of the cache may be written (as on a read-only mount)."""
-    if os.geteuid() == 0:
-        return  # the bind mount does it, in the reading process only
+def _take_write_modes(cache: Path) -> None:
+    """No directory of the cache may be written by its owner (nor by anyone)."""
     for path in [cache, *cache.rglob("*")]:
         if path.is_dir():
             path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
@@ -113,7 +120,7 @@ def _tree(cache: Path) -> dict[str, tuple[int, int]]:
 
 def test_a_read_only_cache_serves_what_it_holds(rclone_server, rclone_dataset, read_only):
     uri, _ = rclone_dataset
-    cache, prefix = read_only
+    cache, prefix, modes = read_only
     store = S3ObjectStore(options=endpoint_options(rclone_server.url))
     warm = settled(
         sds_loader.BatchReader(uri, fields=FIELDS, targets=TARGETS, object_store=store, cache_dir=cache)
@@ -122,7 +129,8 @@ def test_a_read_only_cache_serves_what_it_holds(rclone_server, rclone_dataset, r
     assert_batch(uri, expected, SPREAD, FIELDS, TARGETS)
     settled(warm).close()
     before = _tree(cache)
-    _make_read_only(cache)
+    if modes:
+        _take_write_modes(cache)
     code = READER.format(support=os.fspath(SUPPORT), spread=SPREAD)
     done = subprocess.run(
         [*prefix, sys.executable, "-c", code, rclone_server.url, uri, os.fspath(cache)],
