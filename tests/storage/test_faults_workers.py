@@ -51,12 +51,18 @@ def read_epochs(proxied: ProxiedStore, dataset: SDSTorchDataset, epochs: int) ->
         assert sorted(ordinals) == list(range(len(proxied))), f"epoch {epoch}: not every ordinal once"
 
 
+#: The probe a reader sends for a shard whose footer the node cache holds: its byte is not read.
+PROBE = "bytes=-1"
+
+
 def assert_refetched_what_was_damaged(stats: ReadStats, proxied: ProxiedStore) -> None:
-    """Damaged tails or record runs were fetched again; nothing else was (a refetch of a run may
+    """Damaged tails or record runs were fetched again, and nothing else was (a refetch of a run may
     meet another flip, and two flipped GETs of one run cost one refetch)."""
     proxy = proxied.proxy
-    checked = proxy.injected_at["flip", "tail"] + proxy.injected_at["flip", "body"]
-    assert checked > 0, proxy.injected_at
+    checked = sum(
+        1 for _, sent, part, kind in proxy.log if kind == "flip" and part != "head" and sent != PROBE
+    )
+    assert checked > 0, proxy.log
     assert 0 < stats.refetches <= proxy.injected["flip"], (stats.refetches, proxy.injected_at)
 
 
@@ -73,11 +79,13 @@ def test_the_first_try_of_every_range_failing_costs_no_row(proxied, cached, tmp_
 
 
 def test_three_epochs_under_one_fault_in_five_gets_lose_no_row(proxied, tmp_path):
-    """The soak: every kind of fault, 1 GET in 5, three epochs through workers sharing a node cache."""
-    proxied.proxy.inject(Fault(KINDS, rate(0.2, seed=58)))
+    """The soak: every kind of fault, 1 GET in 5, three epochs through workers sharing a node cache.
+    Flipped bytes are drawn as often as the other kinds together, as they were where the fault was
+    met (4 of 9 faults)."""
+    proxied.proxy.inject(Fault(("flip",) * (len(KINDS) - 1) + KINDS, rate(0.2, seed=58)))
     dataset = faulty_dataset(proxied, tmp_path / "cache")
     read_epochs(proxied, dataset, 3)
     gets, injected = proxied.proxy.gets.total(), proxied.proxy.injected
     assert 0.1 * gets <= injected.total() <= 0.3 * gets, (gets, injected)
-    assert len(injected) >= 5, injected
+    assert injected["flip"] > 0 and len(injected) >= 4, injected
     assert_refetched_what_was_damaged(dataset.stats().total, proxied)

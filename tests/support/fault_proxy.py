@@ -92,9 +92,10 @@ class Exchange:
     faults: int  # of them, how many met a fault
     touched: bool  # whether an earlier GET of this object that met a fault held any of these bytes
 
-    def draw(self, seed: int) -> float:
-        """A number in [0, 1) fixed by `seed`, the object, the range and the try."""
-        digest = hashlib.sha256(f"{seed}|{self.path}|{self.range}|{self.tries}".encode()).digest()
+    def draw(self, seed: int, purpose: str = "") -> float:
+        """A number in [0, 1) fixed by `seed`, `purpose`, the object, the range and the try."""
+        key = f"{purpose}|{seed}|{self.path}|{self.range}|{self.tries}"
+        digest = hashlib.sha256(key.encode()).digest()
         return int.from_bytes(digest[:8], "little") / 2.0**64
 
 
@@ -147,7 +148,7 @@ class Fault:
             return None
         kinds = self.kinds
         assert isinstance(kinds, tuple)
-        return kinds[int(exchange.draw(self.seed + 1) * len(kinds))]
+        return kinds[int(exchange.draw(self.seed, "kind") * len(kinds))]
 
 
 def part_of(start: int, end: int, size: int) -> str:
