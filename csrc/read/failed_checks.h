@@ -6,6 +6,7 @@
 #ifndef SDS_LOADER_READ_FAILED_CHECKS_H_
 #define SDS_LOADER_READ_FAILED_CHECKS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -27,7 +28,8 @@ class FailedChecks {
   // should fetch them again; throws otherwise: `error` itself when it is no
   // failed check (not kCorrupt) or the bytes failed once from a source that
   // reads them once, else `error` saying how many times the bytes failed.
-  void After(const ReaderError& error, const ShardFile& file, const std::vector<ByteRange>& ranges);
+  void After(const ReaderError& error, const ShardFile& file, const ByteRange* ranges,
+             size_t count);
   int failures() const { return failures_; }
 
  private:

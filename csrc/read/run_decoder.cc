@@ -211,7 +211,8 @@ void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layo
       DecodeRunOnce(run, bytes, layout, ordinals, verify, needs_fallback, scratch);
       return;
     } catch (const ReaderError& error) {
-      checks.After(error, *run.shard->file, {ByteRange{run.begin, run.end - run.begin}});
+      const ByteRange range{run.begin, run.end - run.begin};
+      checks.After(error, *run.shard->file, &range, 1);
     }
     const ShardFile& file = *run.shard->file;
     const uint64_t size = run.end - run.begin;

@@ -1,5 +1,6 @@
 #include "read/shard_cache.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -10,22 +11,28 @@
 namespace sdsl {
 namespace {
 
-// A shard's bytes as its footer's parse reads them, each range noted: the
-// ones to drop when the parse fails.
+// A shard's bytes as its footer's parse reads them, each range noted (in
+// place: a shard's open allocates nothing more): the ones to drop when the
+// parse fails. The parse reads five ranges at most; more would overwrite
+// the last.
 class NotedBytes : public RandomAccessBytes {
  public:
   explicit NotedBytes(const ShardFile& file) : file_(file) {}
   const std::string& path() const override { return file_.path(); }
   uint64_t size() const override { return file_.size(); }
   void ReadAt(uint64_t offset, uint64_t size, uint8_t* dst) const override {
-    read_.push_back(ByteRange{offset, size});
+    read_[std::min(count_, kRanges - 1)] = ByteRange{offset, size};
+    count_ = std::min(count_ + 1, kRanges);
     file_.ReadAt(offset, size, dst);
   }
-  const std::vector<ByteRange>& read() const { return read_; }
+  const ByteRange* ranges() const { return read_; }
+  size_t count() const { return count_; }
 
  private:
+  static constexpr size_t kRanges = 8;
   const ShardFile& file_;
-  mutable std::vector<ByteRange> read_;
+  mutable ByteRange read_[kRanges];
+  mutable size_t count_ = 0;
 };
 
 // The shard's footer index; its bytes (the tail a store source opened the
@@ -37,7 +44,7 @@ ShardIndex ReadCheckedIndex(const ShardFile& file) {
     try {
       return ReadShardIndex(noted);
     } catch (const ReaderError& error) {
-      checks.After(error, file, noted.read());
+      checks.After(error, file, noted.ranges(), noted.count());
     }
   }
 }
