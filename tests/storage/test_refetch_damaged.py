@@ -201,3 +201,21 @@ def test_a_tail_damaged_in_the_node_cache_is_fetched_and_stored_again(
     assert third.stats.cache_drops == 0 and third.stats.refetches == 0
     assert third.stats.fetched_bytes == 4  # each shard's one-byte probe
     third.close()
+
+
+def test_record_bytes_that_failed_are_not_left_in_the_node_cache(proxy, rclone_dataset, tmp_path):
+    uri, _ = rclone_dataset
+    cache = tmp_path / "cache"
+    proxy.inject(Fault("flip", first(1), parts=("body",)))
+    reader = settled(reader_through(proxy, uri, cache_dir=cache))
+    assert_batch(uri, reader.read(SPREAD), SPREAD, FIELDS, TARGETS)
+    assert reader.stats.refetches >= 1
+    settled(reader).close()
+    # Whatever the damaged answers were written as is gone, and the refetched bytes
+    # took their place: a new reader reads every record from the cache, all of it good.
+    proxy.reset()
+    again = reader_through(proxy, uri, cache_dir=cache)
+    assert_batch(uri, again.read(SPREAD), SPREAD, FIELDS, TARGETS)
+    assert again.stats.refetches == 0 and again.stats.cache_drops == 0
+    assert proxy.gets["body"] == 0
+    again.close()
