@@ -3,6 +3,7 @@
 #ifndef SDS_LOADER_READER_ERROR_H_
 #define SDS_LOADER_READER_ERROR_H_
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -38,6 +39,16 @@ class ReaderError : public std::runtime_error {
 
 [[noreturn]] inline void Corrupt(const std::string& message) {
   throw ReaderError(ErrorKind::kCorrupt, message);
+}
+
+// What a message about bytes fetched `failures` times that failed a check
+// each time adds: which bytes of `object` they were, and how often.
+inline std::string FailedFetches(const std::string& object, uint64_t first, uint64_t end,
+                                 int failures) {
+  return " (bytes " + std::to_string(first) + "-" + std::to_string(end) + " of " + object +
+         " as the store sent them failed this check " +
+         (failures == 1 ? std::string("once") : std::to_string(failures) + " times") +
+         ": the object itself is damaged, or every fetch of it was)";
 }
 
 }  // namespace sdsl

@@ -125,7 +125,7 @@ void ReadChunkProbed(const RandomAccessBytes& file, uint64_t begin, uint64_t lim
   }
 }
 
-ShardIndex ParseShardIndex(const RandomAccessBytes& file) {
+ShardIndex ParseShardIndex(const RandomAccessBytes& file, bool signature) {
   ShardIndex index;
   index.file_size = file.size();
   const uint64_t size = file.size();
@@ -134,9 +134,9 @@ ShardIndex ParseShardIndex(const RandomAccessBytes& file) {
             " bytes, not a whole number of 64 KiB blocks: it is truncated or not an "
             "ArrayRecord file");
   }
-  uint8_t signature[sizeof(kFileSignature)];
-  file.ReadAt(0, sizeof(signature), signature);
-  if (std::memcmp(signature, kFileSignature, sizeof(signature)) != 0) {
+  uint8_t first[sizeof(kFileSignature)];
+  if (signature) file.ReadAt(0, sizeof(first), first);
+  if (signature && std::memcmp(first, kFileSignature, sizeof(first)) != 0) {
     Corrupt("file does not begin with the Riegeli/records signature: its first block header "
             "is damaged, or it is not an ArrayRecord file");
   }
@@ -253,9 +253,9 @@ ShardIndex ParseShardIndex(const RandomAccessBytes& file) {
 
 }  // namespace
 
-ShardIndex ReadShardIndex(const RandomAccessBytes& file) {
+ShardIndex ReadShardIndex(const RandomAccessBytes& file, bool signature) {
   try {
-    return ParseShardIndex(file);
+    return ParseShardIndex(file, signature);
   } catch (const ReaderError& error) {
     if (error.kind() != ErrorKind::kCorrupt) throw;
     Corrupt("shard " + file.path() + ": " + error.what());

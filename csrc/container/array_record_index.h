@@ -50,8 +50,9 @@ struct ShardIndex {
 };
 
 // Throws a corrupt error, naming the shard file, for a broken postscript or
-// footer.
-ShardIndex ReadShardIndex(const RandomAccessBytes& file);
+// footer. `signature`: the file's first 64 bytes are checked too (a store
+// source checking a shard's tail before it keeps it may not hold them).
+ShardIndex ReadShardIndex(const RandomAccessBytes& file, bool signature = true);
 
 // Reads chunk `c` alone into `bytes` and checks its header (and its data hash
 // when `verify`).

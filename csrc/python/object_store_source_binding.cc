@@ -43,6 +43,10 @@ class SharedObjectStoreSource : public sdsl::ShardSource {
   bool DropCopy(size_t file, uint64_t offset, uint64_t size) override {
     return source_->DropCopy(file, offset, size);
   }
+  bool Refetch(size_t file, int failures, bool copy_dropped) override {
+    return source_->Refetch(file, failures, copy_dropped);
+  }
+  int CheckAttempts() const override { return source_->CheckAttempts(); }
 
  private:
   std::shared_ptr<sdsl::ObjectStoreSource> source_;
@@ -59,7 +63,7 @@ std::shared_ptr<sdsl::ObjectStoreSource> MakeObjectStoreSource(
     double backoff_seconds, double backoff_max_seconds, double connect_timeout, double read_timeout,
     size_t requests_in_flight, uint64_t tail_bytes, uint64_t head_bytes, uint64_t readahead_bytes,
     uint64_t part_bytes, const std::string& store, std::string cache_dir, uint64_t cache_limit,
-    uint64_t cache_floor) {
+    uint64_t cache_floor, bool check_openings) {
   if (requests_in_flight < 1) throw py::value_error("requests_in_flight must be at least 1");
   if (connect_timeout <= 0 || read_timeout <= 0 || backoff_seconds < 0 || backoff_max_seconds < 0) {
     throw py::value_error("timeouts must be positive and backoff times not negative");
@@ -80,6 +84,7 @@ std::shared_ptr<sdsl::ObjectStoreSource> MakeObjectStoreSource(
   settings.head_bytes = head_bytes;
   settings.readahead_bytes = readahead_bytes;
   settings.part_bytes = part_bytes;
+  settings.check_openings = check_openings;
   settings.cache_dir = std::move(cache_dir);
   settings.cache_limit = cache_limit;
   settings.cache_floor = cache_floor;
@@ -151,7 +156,8 @@ void BindObjectStoreSource(py::module_& m) {
            py::arg("connect_timeout"), py::arg("read_timeout"), py::arg("requests_in_flight"),
            py::arg("tail_bytes"), py::arg("head_bytes"), py::arg("readahead_bytes"),
            py::arg("part_bytes"), py::arg("store") = "s3", py::arg("cache_dir") = "",
-           py::arg("cache_limit") = 0, py::arg("cache_floor") = uint64_t{1} << 30)
+           py::arg("cache_limit") = 0, py::arg("cache_floor") = uint64_t{1} << 30,
+           py::arg("check_openings") = false)
       .def(
           "set_credentials",
           [](sdsl::ObjectStoreSource& source, std::string region, std::string access_key,
@@ -199,7 +205,8 @@ void BindObjectStoreSource(py::module_& m) {
                              [](const sdsl::ObjectStoreSource& source) {
                                const sdsl::ObjectStoreCounters counters = source.counters();
                                return py::make_tuple(counters.requests, counters.bytes,
-                                                     counters.retries, counters.ahead_hits);
+                                                     counters.retries, counters.ahead_hits,
+                                                     counters.refetches);
                              })
       .def_property_readonly(
           "cache_counters",

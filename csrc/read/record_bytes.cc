@@ -3,6 +3,7 @@
 #include "base/reader_error.h"
 #include "container/array_record_index.h"
 #include "container/simple_chunk.h"
+#include "read/failed_checks.h"
 #include "read/materialize.h"
 
 namespace sdsl {
@@ -38,7 +39,7 @@ std::vector<std::optional<std::string>> ReadRecordBytes(ShardSet& set, Verify ve
         Chunk chunk;
         if (files[k] != held_file) set.RenewMarks(*shard, verify, false);
         const bool check = ChecksChunk(verify, shard->verified, c);
-        ReadIndexedChunk(*shard->file, index, c, check, &scratch.file_bytes, &chunk);
+        ReadCheckedChunk(*shard->file, index, c, check, &scratch.file_bytes, &chunk);
         if (check) shard->verified.Mark(c);
         held_file = files[k];
         held_chunk = c;

@@ -5,6 +5,7 @@
 #include "base/reader_error.h"
 #include "container/riegeli_chunk.h"
 #include "container/simple_chunk.h"
+#include "read/failed_checks.h"
 #include "read/materialize.h"
 #include "read/run_decoder.h"
 
@@ -28,7 +29,7 @@ RecordProbe ProbeRecord(const OpenShard& shard, uint64_t shard_record, int64_t o
     const uint64_t c = index.ChunkOf(shard_record);
     Chunk chunk;
     const bool check = ChecksChunk(verify, shard.verified, c);
-    ReadIndexedChunk(*shard.file, index, c, check, &scratch->file_bytes, &chunk);
+    ReadCheckedChunk(*shard.file, index, c, check, &scratch->file_bytes, &chunk);
     if (check) shard.verified.Mark(c);
     if (!IsDecodableRecordChunk(chunk, index, c)) {
       probe.supported = false;

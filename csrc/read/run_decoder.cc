@@ -11,6 +11,7 @@
 #include "container/simple_chunk.h"
 #include "container/value_stream.h"
 #include "read/chunk_reads.h"
+#include "read/failed_checks.h"
 #include "read/materialize.h"
 #include "read/window_read.h"
 
@@ -196,18 +197,30 @@ void DecodeRunOnce(const Run& run, const FileRange* fetched, const BatchLayout& 
 void DecodeRun(const Run& run, const FileRange* fetched, const BatchLayout& layout,
                const int64_t* ordinals, Verify verify, uint8_t* needs_fallback,
                WorkerScratch* scratch) {
-  try {
-    DecodeRunOnce(run, fetched, layout, ordinals, verify, needs_fallback, scratch);
-  } catch (const ReaderError& error) {
-    // Bytes a source served from its own copy (the node cache) that fail a
-    // check cost that copy, not the read: the run is read again, from the
-    // store, and only damage there raises.
-    if (error.kind() != ErrorKind::kCorrupt ||
-        !run.shard->file->source().DropCopy(run.shard->file->number(), run.begin,
-                                            run.end - run.begin)) {
-      throw;
+  // Bytes that fail a check cost a refetch, not the read: every copy of
+  // them is dropped (the node cache's, readahead's) and the run fetched
+  // again whole, in one request (a store's in parts, all in flight), as
+  // long as its source's retry policy allows; only bytes that keep failing
+  // raise. Whole, not chunk by chunk as a run read into rows is: each
+  // fetch is one more chance of a fault on the way.
+  FailedChecks checks;
+  std::vector<uint8_t> again;
+  FileRange refetched;
+  for (const FileRange* bytes = fetched;; bytes = &refetched) {
+    try {
+      DecodeRunOnce(run, bytes, layout, ordinals, verify, needs_fallback, scratch);
+      return;
+    } catch (const ReaderError& error) {
+      const ByteRange range{run.begin, run.end - run.begin};
+      checks.After(error, *run.shard->file, &range, 1);
     }
-    DecodeRunOnce(run, nullptr, layout, ordinals, verify, needs_fallback, scratch);
+    const ShardFile& file = *run.shard->file;
+    const uint64_t size = run.end - run.begin;
+    file.CheckRange(run.begin, size);
+    again.resize(static_cast<size_t>(size));
+    RangeRequest request{file.number(), run.begin, size, again.data()};
+    file.source().Fetch(&request, 1);
+    refetched = FileRange{again.data(), run.begin, size};
   }
 }
 

@@ -1,12 +1,55 @@
 #include "read/shard_cache.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
 #include "base/reader_error.h"
+#include "read/failed_checks.h"
 #include "sources/local_object.h"
 
 namespace sdsl {
+namespace {
+
+// A shard's bytes as its footer's parse reads them, each range noted (in
+// place: a shard's open allocates nothing more): the ones to drop when the
+// parse fails. The parse reads five ranges at most; more would overwrite
+// the last.
+class NotedBytes : public RandomAccessBytes {
+ public:
+  explicit NotedBytes(const ShardFile& file) : file_(file) {}
+  const std::string& path() const override { return file_.path(); }
+  uint64_t size() const override { return file_.size(); }
+  void ReadAt(uint64_t offset, uint64_t size, uint8_t* dst) const override {
+    read_[std::min(count_, kRanges - 1)] = ByteRange{offset, size};
+    count_ = std::min(count_ + 1, kRanges);
+    file_.ReadAt(offset, size, dst);
+  }
+  const ByteRange* ranges() const { return read_; }
+  size_t count() const { return count_; }
+
+ private:
+  static constexpr size_t kRanges = 8;
+  const ShardFile& file_;
+  mutable ByteRange read_[kRanges];
+  mutable size_t count_ = 0;
+};
+
+// The shard's footer index; its bytes (the tail a store source opened the
+// shard with, among them) fetched again when they fail, as FailedChecks says.
+ShardIndex ReadCheckedIndex(const ShardFile& file) {
+  FailedChecks checks;
+  for (;;) {
+    NotedBytes noted(file);
+    try {
+      return ReadShardIndex(noted);
+    } catch (const ReaderError& error) {
+      checks.After(error, file, noted.ranges(), noted.count());
+    }
+  }
+}
+
+}  // namespace
 
 ShardCache::ShardCache(ShardSource& source, DeclaredSizes declared_sizes)
     : source_(source),
@@ -33,7 +76,7 @@ const OpenShard& ShardCache::Kept(size_t file) {
   auto shard = std::make_shared<OpenShard>();
   shard->file = std::make_unique<ShardFile>(source_, file);
   CheckDeclaredSize(shard->file->path(), shard->file->size(), declared_sizes_[file]);
-  shard->index = ReadShardIndex(*shard->file);
+  shard->index = ReadCheckedIndex(*shard->file);
   footer_reads_.fetch_add(1, std::memory_order_relaxed);
   shard->verified.Reset(shard->index.num_chunks());
   // The identity the first marks are made under: a file replaced between

@@ -137,6 +137,21 @@ void AheadCache::Clear() {
   }
 }
 
+void AheadCache::Forget(size_t file, uint64_t offset, uint64_t size) {
+  std::list<std::shared_ptr<AheadRange>> dropped;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = ranges_.begin(); it != ranges_.end();) {
+    const AheadRange& range = **it;
+    if (range.file == file && range.offset < offset + size &&
+        offset < range.offset + range.data.size()) {
+      bytes_ -= range.data.size();
+      dropped.splice(dropped.end(), ranges_, it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
 uint64_t AheadCache::held_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return bytes_;

@@ -63,6 +63,9 @@ class AheadCache : public ForkGuarded {
 
   // Forgets every range; fetches in flight finish into memory nobody reads.
   void Clear();
+  // Forgets the ranges holding bytes of [offset, offset + size) of `file`
+  // (they failed a check), as Clear does.
+  void Forget(size_t file, uint64_t offset, uint64_t size);
 
   uint64_t held_bytes() const;
 

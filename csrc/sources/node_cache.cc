@@ -87,6 +87,15 @@ NodeCache::NodeCache(std::string dir, uint64_t limit, uint64_t floor)
     return;
   }
   claims_ = std::make_unique<CacheClaims>(&fds_);
+  if (faccessat(root_->get(), ".", W_OK, 0) != 0 && (errno == EROFS || errno == EACCES)) {
+    // A cache filled once and then shared read-only (a read-only mount into
+    // containers, say): its entries are served, checked as ever, and nothing
+    // is written, claimed or evicted; what it lacks is fetched each time.
+    read_only_ = true;
+    room_ = std::make_unique<CacheRoom>(&fds_, root_, objects_, limit_, floor_);
+    enabled_ = true;
+    return;
+  }
   room_ = std::make_unique<CacheRoom>(&fds_, root_, objects_, limit_, floor_);
   if (!room_->usable() || faccessat(root_->get(), ".", W_OK, 0) != 0) {
     Disable("the cache directory " + dir_ + " cannot be written (" + strerror(errno) + ")");
@@ -187,7 +196,7 @@ bool NodeCache::Known(const std::string& url, std::string* version, uint64_t* si
 
 int NodeCache::LockUrl(const std::string& url, bool wait,
                        std::chrono::steady_clock::time_point deadline) {
-  if (!enabled()) return -1;
+  if (!enabled() || read_only_) return -1;
   const SharedDir url_dir = UrlDir(url, /*create=*/true);
   if (url_dir == nullptr) return -1;
   return claims_->LockUrl(url_dir, HashOf(url), wait, deadline);
@@ -205,21 +214,24 @@ std::shared_ptr<NodeCache::Object> NodeCache::Open(const std::string& url,
   const std::string identity = IdentityText(url, version, size);
   const uint64_t key = HashOf(identity);
   const std::string name = Hex16(key);
-  const SharedDir url_dir = UrlDir(url, /*create=*/true);
+  const SharedDir url_dir = UrlDir(url, /*create=*/!read_only_);
   if (url_dir == nullptr) return nullptr;
   // Other versions of the object are never served again: their bytes go.
-  for (const std::string& other : ListDir(url_dir->get())) {
+  for (const std::string& other :
+       read_only_ ? std::vector<std::string>() : ListDir(url_dir->get())) {
     if (other == name || other[0] == '.') continue;
     room_->Release([&]() { return RemoveDirAt(url_dir->get(), other, CountedCacheFile); });
   }
   std::string why;
-  SharedDir dir = OpenDirAt(url_dir->get(), name, /*create=*/true, &why);
+  SharedDir dir = OpenDirAt(url_dir->get(), name, /*create=*/!read_only_, &why);
+  if (dir == nullptr && read_only_) return nullptr;
   if (dir == nullptr) {
     room_->Release([&]() { return RemoveDirAt(url_dir->get(), name, CountedCacheFile); });
     dir = OpenDirAt(url_dir->get(), name, /*create=*/true, &why);
     if (dir == nullptr) return nullptr;
   }
   std::string stored = ReadIdentity(dir->get(), identity.size() + 1);
+  if (stored.empty() && read_only_) return nullptr;
   if (stored.empty()) {
     // Junk in its place (a FIFO, a link) goes; a missing one is written.
     if (InfoAt(dir->get(), kIdentity).exists) UnlinkAt(dir->get(), kIdentity);
@@ -249,6 +261,7 @@ std::shared_ptr<NodeCache::Object> NodeCache::Open(const std::string& url,
 }
 
 void NodeCache::Touch(Object& object) {
+  if (read_only_) return;
   const auto now = std::chrono::steady_clock::now();
   if (now - object.touched < std::chrono::seconds(60)) return;
   object.touched = now;
@@ -297,15 +310,17 @@ void NodeCache::DropEntry(Object& object, uint64_t first, const Entry& entry,
   const std::string name = EntryName(first, entry.size);
   open_.Forget(object.name + "/" + name);
   // Only the damaged file goes: one another process placed since is whole.
+  // A read-only cache keeps it, but this process serves it no more.
   struct stat held;
   const bool have_held = open != nullptr && fstat(open->fd, &held) == 0;
-  room_->Release([&]() -> uint64_t {
-    const NameInfo named = InfoAt(object.dir->get(), name);
-    if (!named.exists) return 0;
-    if (open != nullptr && (!have_held || held.st_ino != named.ino || held.st_dev != named.dev))
-      return 0;
-    return UnlinkAt(object.dir->get(), name) && named.regular ? named.size : 0;
-  });
+  if (!read_only_)
+    room_->Release([&]() -> uint64_t {
+      const NameInfo named = InfoAt(object.dir->get(), name);
+      if (!named.exists) return 0;
+      if (open != nullptr && (!have_held || held.st_ino != named.ino || held.st_dev != named.dev))
+        return 0;
+      return UnlinkAt(object.dir->get(), name) && named.regular ? named.size : 0;
+    });
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = object.entries.find(first);
   if (found != object.entries.end() && found->second.size == entry.size)
@@ -450,6 +465,7 @@ std::vector<NodeCache::Gap> NodeCache::Read(Object& object, const std::vector<Ga
     }
   }
   std::vector<Gap> result;
+  if (read_only_) return gaps;  // nothing is claimed: no process writes here
   bool waited = false;
   while (!gaps.empty()) {
     std::vector<Gap> waiting;
@@ -526,7 +542,7 @@ void NodeCache::Release(const Gap& gap) {
 uint64_t NodeCache::EntryFileBytes(uint64_t size) { return sdsl::EntryFileBytes(size); }
 
 void NodeCache::Store(Object& object, uint64_t offset, uint64_t size, const uint8_t* data) {
-  if (!enabled() || size == 0) return;
+  if (!enabled() || read_only_ || size == 0) return;
   const std::vector<uint8_t> head = EncodeEntryHeader(object.key, offset, size, data);
   const uint64_t bytes = head.size() + size;
   const std::string temporary = kTemporaryPrefix + claims_->UniqueSuffix();

@@ -32,9 +32,11 @@
 // No waits while holding: a read that claimed ranges never waits for
 // another process's claim before its own are fetched (Gap::kPending).
 //
-// Faults never fail a read: a directory that cannot be written, a full disk
-// or any other error while writing turns caching off for this process, with
-// the reason in warning(); reads then go to the store.
+// Faults never fail a read: a full disk or any other error while writing
+// turns caching off for this process, with the reason in warning(); reads
+// then go to the store. A directory that cannot be written at all (mounted
+// read-only, or not writable by this user) is read only: what it holds is
+// served, and nothing is written.
 #ifndef SDS_LOADER_SOURCES_NODE_CACHE_H_
 #define SDS_LOADER_SOURCES_NODE_CACHE_H_
 
@@ -78,6 +80,9 @@ class NodeCache : public ForkGuarded {
   ~NodeCache() override;
 
   bool enabled() const { return enabled_.load(); }
+  // The directory cannot be written (a read-only mount, no write permission):
+  // its entries are served, nothing is written, claimed or evicted.
+  bool read_only() const { return read_only_; }
   uint64_t limit() const { return room_ == nullptr ? limit_ : room_->limit(); }
   std::string warning() const;
   NodeCacheCounters counters() const;
@@ -165,6 +170,7 @@ class NodeCache : public ForkGuarded {
   uint64_t limit_ = 0;
   const uint64_t floor_;
   std::atomic<bool> enabled_{false};
+  bool read_only_ = false;  // set once, in the constructor
   TrackedFds fds_;
   SharedDir root_;
   SharedDir objects_;

@@ -43,6 +43,29 @@ std::string RangeHeader(uint64_t first, uint64_t size) {
   return "bytes=" + std::to_string(first) + "-" + std::to_string(first + size - 1);
 }
 
+void ObjectStoreSource::Back(int attempt, std::mt19937_64& jitter) const {
+  const double ceiling =
+      std::min(settings_.backoff_max_s,
+               settings_.backoff_s * static_cast<double>(1u << std::min(attempt, 20)));
+  const double delay = std::uniform_real_distribution<double>(ceiling / 2, ceiling)(jitter);
+  std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+}
+
+bool ObjectStoreSource::Refetch(size_t /*file*/, int failures, bool copy_dropped) {
+  // A copy that failed (the node cache's) is read once more from the store
+  // whatever max_attempts says; past that, bytes that fail are fetched
+  // max_attempts times in all. The first refetch goes at once (damage on
+  // the way is one answer's, not the store's load); later ones back off as
+  // retries do.
+  if (failures >= settings_.max_attempts && !(copy_dropped && failures == 1)) return false;
+  ++refetches_;
+  if (failures >= 2) {
+    std::mt19937_64 jitter(std::random_device{}());
+    Back(failures - 2, jitter);
+  }
+  return true;
+}
+
 void ObjectStoreSource::Attempts::Run(std::vector<S3Get*> pending, std::vector<S3Get*> optional) {
   const ObjectStoreSettings& settings = source_.settings_;
   std::mt19937_64 jitter(std::random_device{}());
@@ -76,11 +99,7 @@ void ObjectStoreSource::Attempts::Run(std::vector<S3Get*> pending, std::vector<S
     pending.swap(again);
     if (costly > 0 && attempt + 1 < settings.max_attempts) {
       source_.retries_ += costly;
-      const double ceiling =
-          std::min(settings.backoff_max_s,
-                   settings.backoff_s * static_cast<double>(1u << std::min(attempt, 20)));
-      const double delay = std::uniform_real_distribution<double>(ceiling / 2, ceiling)(jitter);
-      std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+      source_.Back(attempt, jitter);
     }
   }
   if (!pending.empty()) {

@@ -82,7 +82,24 @@ void ObjectStoreSource::StoreGaps(std::vector<std::pair<size_t, NodeCache::Gap>>
 }
 
 bool ObjectStoreSource::DropCopy(size_t file, uint64_t offset, uint64_t size) {
-  if (cache_ == nullptr || file >= shards_.size()) return false;
+  if (file >= shards_.size()) return false;
+  {
+    // The shard's tail (or head) holding any of them goes whole: it came in
+    // one answer, and is fetched again, checked, when the shard is next read.
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = tails_.find(file);
+    if (found != tails_.end() &&
+        (offset < found->second->head.size() || offset + size > found->second->start)) {
+      tails_.erase(found);
+      tail_order_.erase(std::remove(tail_order_.begin(), tail_order_.end(), file),
+                        tail_order_.end());
+    }
+  }
+  ahead_.Forget(file, offset, size);
+  if (cache_ == nullptr) return false;
+  // The bytes this process fetched may be on their way into the cache: once
+  // written, they are dropped with the rest, so nothing that failed stays.
+  WaitForWrites(settings_.http.stall_timeout_s);
   const std::shared_ptr<NodeCache::Object> object = CachedObject(file);
   return object != nullptr && cache_->Forget(*object, offset, size);
 }

@@ -60,6 +60,7 @@ ObjectStoreCounters ObjectStoreSource::counters() const {
   counters.bytes = bytes_.load();
   counters.retries = retries_.load();
   counters.ahead_hits = ahead_hits_.load();
+  counters.refetches = refetches_.load();
   return counters;
 }
 

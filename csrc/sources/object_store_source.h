@@ -17,6 +17,11 @@
 //   412, 416) fail at once, saying what they mean.
 // - Opening a shard costs one round trip: a suffix GET gives its size, its
 //   ETag and its footer; the file's first bytes come in the same round trip.
+//   With check_openings, the footer is parsed and verified before the tail
+//   is kept (in memory, in the node cache), and fetched again when it fails.
+// - Bytes that fail a check later (a chunk's hash) are dropped wherever this
+//   source kept them (DropCopy) and fetched again by the read, max_attempts
+//   times in all (Refetch), counted apart from retries.
 // - WillNeed fetches the announced ranges on a thread of its own into a
 //   bounded cache (AheadCache) that reads then consume; it never blocks and
 //   never fails.
@@ -38,6 +43,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -64,6 +70,11 @@ struct ObjectStoreSettings {
   uint64_t tail_bytes = uint64_t{1} << 17;
   // Bytes of a shard's start read beside its tail: the file signature.
   uint64_t head_bytes = 64;
+  // Every object is an ArrayRecord shard: its opening (tail, head) is kept,
+  // in memory or in the node cache, only once its footer parses and its
+  // hashes verify, and fetched again when they fail. Off for a source of
+  // other objects (their bytes are kept as they come).
+  bool check_openings = false;
   // Shards whose tails are kept (sizes and ETags are kept for all).
   size_t tail_cache_shards = 64;
   // Memory for ranges fetched ahead of the reads that need them.
@@ -86,6 +97,7 @@ struct ObjectStoreCounters {
   uint64_t bytes = 0;
   uint64_t retries = 0;
   uint64_t ahead_hits = 0;  // requests served from the readahead cache
+  uint64_t refetches = 0;   // bytes fetched again after they failed a check (not in retries)
 };
 
 class ObjectStoreSource : public ShardSource, public ForkGuarded {
@@ -105,6 +117,8 @@ class ObjectStoreSource : public ShardSource, public ForkGuarded {
   // of others, its DataLoader workers).
   void set_readahead_into_cache(bool into_cache) { readahead_into_cache_ = into_cache; }
   bool DropCopy(size_t file, uint64_t offset, uint64_t size) override;
+  bool Refetch(size_t file, int failures, bool copy_dropped) override;
+  int CheckAttempts() const override { return settings_.max_attempts; }
 
   // Fetches the tails (and heads) of `files` not yet open, all in flight.
   void OpenShards(const std::vector<size_t>& files) override;
@@ -134,6 +148,8 @@ class ObjectStoreSource : public ShardSource, public ForkGuarded {
     std::string version;  // see VersionOf
   };
   class Attempts;
+  // Sleeps the jittered backoff after attempt `attempt` (from 0) failed.
+  void Back(int attempt, std::mt19937_64& jitter) const;
 
   std::vector<std::shared_ptr<const Tail>> OpenTails(const std::vector<size_t>& files);
   // What opening a shard learns: its version, its size, its last bytes and
@@ -148,11 +164,33 @@ class ObjectStoreSource : public ShardSource, public ForkGuarded {
   // The tails of `wanted`, fetched, or read from the node cache where it
   // holds them (one byte fetched to check the version); `cache_tries`:
   // rounds left in which a shard another process is opening is waited for
-  // and then read from the cache (0: fetched).
+  // and then read from the cache (0: fetched). `probe_cache` false: fetched
+  // whatever the cache holds (what it held failed its check).
   static constexpr int kCacheTries = 3;
-  std::vector<TailAnswer> FetchTails(const std::vector<size_t>& wanted, int cache_tries);
-  bool ReadCachedTail(size_t file, const std::string& known_version, uint64_t known_size,
-                      TailAnswer* answer, std::chrono::steady_clock::time_point deadline);
+  std::vector<TailAnswer> FetchTails(const std::vector<size_t>& wanted, int cache_tries,
+                                     bool probe_cache = true);
+  // The tails and heads of `files` in one round of GETs (`probe[k]`: its last byte only).
+  std::vector<TailAnswer> FetchOpenings(const std::vector<size_t>& files,
+                                        const std::vector<bool>& probe);
+  // Whether an opening's footer parses and verifies, as far as it holds it.
+  struct OpeningCheck {
+    enum Result { kWhole, kFailed, kShort } result = kWhole;
+    std::string why;       // kFailed: the check that failed
+    uint64_t missing = 0;  // kShort: where the footer begins, before the tail
+  };
+  class OpeningBytes;
+  OpeningCheck CheckOpening(size_t file, const TailAnswer& answer) const;
+  // Checks the openings at indexes `check` of `answers` (of shards
+  // `wanted`), fetching the part of a long footer before its tail, and
+  // fetching again those that fail, max_attempts times in all; then throws
+  // a corrupt error naming the shard, the bytes and the check.
+  void CompleteOpenings(const std::vector<size_t>& wanted, std::vector<size_t> check,
+                        std::vector<TailAnswer>* answers);
+  enum class CachedTail { kRead, kNotYet, kFailed };
+  // kNotYet: the cache does not hold it (yet); kFailed: what it held failed
+  // its check and was dropped, or a long footer's start is missing.
+  CachedTail ReadCachedTail(size_t file, const std::string& known_version, uint64_t known_size,
+                            TailAnswer* answer, std::chrono::steady_clock::time_point deadline);
   Shard ShardOf(size_t file);
   // `attempts_spent`: attempts the read has already used (see Fetch).
   void FetchParts(std::vector<RangeRequest>& parts, int attempts_spent);
@@ -178,6 +216,7 @@ class ObjectStoreSource : public ShardSource, public ForkGuarded {
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> retries_{0};
   std::atomic<uint64_t> ahead_hits_{0};
+  std::atomic<uint64_t> refetches_{0};
   std::atomic<uint64_t> closes_{0};
   std::atomic<bool> identified_{false};  // whether requests carry credentials
   // Announcements are fetched on several threads, each hint's ranges in

@@ -68,11 +68,22 @@ class ShardSource {
     return FetchPlan{};
   }
 
-  // Bytes of [offset, offset + size) of shard `file` failed a check. A
-  // source that served them from a copy of its own (the node cache) drops
-  // that copy and returns true, so that the read is tried once more from
-  // the store; false: the bytes came from the shard itself.
+  // Bytes of [offset, offset + size) of shard `file` failed a check (a
+  // chunk's hash or header, a footer that does not parse). The source
+  // forgets every copy it keeps of them (a shard's tail, readahead, the node
+  // cache), so that no copy that failed is served again, and returns true
+  // when one was the node cache's. By default false: nothing is kept.
   virtual bool DropCopy(size_t /*file*/, uint64_t /*offset*/, uint64_t /*size*/) { return false; }
+  // Whether a read fetches again bytes of shard `file` that failed a check
+  // `failures` times in it (from 1), after DropCopy said whether a copy was
+  // dropped: true once the source has counted the refetch and waited as its
+  // retry policy says. A store's bytes may be damaged on their way (a byte
+  // flipped by a proxy, a NIC, memory), and one more GET reads the object's
+  // own. By default false: a local shard's bytes are its own, read once.
+  virtual bool Refetch(size_t /*file*/, int /*failures*/, bool /*copy_dropped*/) { return false; }
+  // How many times in all a read may fetch bytes that fail a check (a
+  // store's max_attempts), for messages; 1: the shard's own bytes.
+  virtual int CheckAttempts() const { return 1; }
 
   // A hint that `ranges` (merged, dst unset) will be fetched soon: a source
   // may start reading them without waiting, and must not throw. By default

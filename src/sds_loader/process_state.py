@@ -28,6 +28,7 @@ from sds_loader.storage import cache_root, control_reads, sources
 from sds_loader.storage.cache_settings import CacheSettings
 from sds_loader.storage.remote_readahead import RemoteReadahead
 from sds_loader.storage.stores import for_root
+from sds_loader.storage.timeouts import Timeouts
 
 if TYPE_CHECKING:
     from sds_loader.schema import Schema
@@ -44,6 +45,7 @@ class ProcessState:
         max_open_files: int,
         requests_in_flight: int | None,
         cache: CacheSettings | None = None,
+        timeouts: Timeouts | None = None,
     ) -> None:
 
         self.pid = os.getpid()
@@ -71,7 +73,7 @@ class ProcessState:
         if self.native_reason is None:
             assert self.table is not None
             self.source = sources.for_shards(
-                self.dataset, self.table.paths, requests_in_flight=requests_in_flight
+                self.dataset, self.table.paths, requests_in_flight=requests_in_flight, timeouts=timeouts
             )
             self.native = self.table.native(verify_checksums, max_open_files, self.source)
             self.native.stage_sampling = self.stage_sampling
@@ -81,8 +83,8 @@ class ProcessState:
         #: The schema last read natively, and the core's form of it (schema.native_layout).
         self.layout: tuple[Schema, Any] | None = None
         #: The source's counters as last added to the reader's stats.
-        self.counted = (0, 0)
-        self.cache_counted = (0, 0, 0)
+        self.counted = (0, 0, 0, 0)
+        self.cache_counted = (0, 0, 0, 0)
         #: Carries out announcements for object storage (its thread starts on the first).
         self._readahead = (
             RemoteReadahead(self.native, self.source)
@@ -123,12 +125,12 @@ class ProcessState:
             )
         return self._annotations
 
-    def fetched(self) -> tuple[int, int]:
-        """(requests, bytes) this process has fetched from object storage so far."""
+    def fetched(self) -> tuple[int, int, int, int]:
+        """(requests, bytes, retries, refetches) of this process's fetches from object storage so far."""
         if self.source is None:
-            return 0, 0
+            return 0, 0, 0, 0
         counters = self.source.counters
-        return counters.requests, counters.bytes
+        return counters.requests, counters.bytes, counters.retries, counters.refetches
 
     def close(self) -> None:
         if self._readahead is not None:

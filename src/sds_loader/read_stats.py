@@ -69,6 +69,16 @@ class ReadStats:
     cache_hits: int = 0
     cache_misses: int = 0
     cache_hit_bytes: int = 0
+    #: GET attempts tried again after a fault on the way (a reset, a short body,
+    #: a 5xx answer, a stall): what `max_attempts` bounds per range.
+    fetch_retries: int = 0
+    #: Bytes read again because they failed a check (a chunk's hash or header, a
+    #: shard's footer): one per run of chunks or shard opening, apart from
+    #: `fetch_retries`. A store's bytes may be damaged on their way; they are
+    #: fetched again, `max_attempts` times in all, before the read raises.
+    refetches: int = 0
+    #: Node-cache entries dropped because their bytes failed a check.
+    cache_drops: int = 0
     #: Seconds per stage (`stage_times.STAGES`), summed over the threads that read.
     _stage: np.ndarray = field(default_factory=stage_times.zeros, repr=False, compare=False)
 
@@ -122,16 +132,19 @@ def count_fetches(stats: ReadStats, state: ProcessState) -> None:
     if state.source is None:
         return  # local shards: nothing is fetched, and the lock is not free
     with _LOCK:
-        requests, fetched = state.fetched()
-        counted, state.counted = state.counted, (requests, fetched)
-        stats.fetch_requests += requests - counted[0]
-        stats.fetched_bytes += fetched - counted[1]
+        fetched = state.fetched()
+        counted, state.counted = state.counted, fetched
+        stats.fetch_requests += fetched[0] - counted[0]
+        stats.fetched_bytes += fetched[1] - counted[1]
+        stats.fetch_retries += fetched[2] - counted[2]
+        stats.refetches += fetched[3] - counted[3]
         cache = state.source.cache_counters
-        now = (cache.hits, cache.misses, cache.hit_bytes)
+        now = (cache.hits, cache.misses, cache.hit_bytes, cache.dropped)
         before, state.cache_counted = state.cache_counted, now
         stats.cache_hits += now[0] - before[0]
         stats.cache_misses += now[1] - before[1]
         stats.cache_hit_bytes += now[2] - before[2]
+        stats.cache_drops += now[3] - before[3]
     state.source.check_cache()
 
 

@@ -52,8 +52,9 @@ class BatchReader:
       read in this process, see `sds_loader.checksums`) or False.
     - `max_open_files` and `max_chunk_bytes` bound descriptors and what one
       damaged chunk may make the reader allocate.
-    - `object_store`, `requests_in_flight`, `cache_dir` and `cache_limit`
-      for shards in S3 or GCS (docs/object-storage.md, docs/node-cache.md).
+    - `object_store`, `requests_in_flight`, `connect_timeout`, `read_timeout`,
+      `cache_dir` and `cache_limit` for shards in S3 or GCS
+      (docs/object-storage.md, docs/node-cache.md).
     - `annotations`, `extras` and `labels`: what a batch carries beside its
       fields (docs/annotations.md).
 
@@ -74,6 +75,8 @@ class BatchReader:
         object_store: ObjectStore | None = None,
         window: Window | None = None,
         requests_in_flight: int | None = None,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
         annotations: Sequence[Annotations] = (),
         extras: Sequence[str] = (),
         labels: Mapping[str, Sequence[str]] | None = None,
@@ -91,6 +94,8 @@ class BatchReader:
             object_store=object_store,
             window=window,
             requests_in_flight=requests_in_flight,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
             annotations=annotations,
             extras=extras,
             labels=labels,

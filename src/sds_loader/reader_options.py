@@ -22,6 +22,7 @@ from sds_loader.file_budget import default_open_files
 from sds_loader.pickled_state import portable_store
 from sds_loader.process_state import ProcessState
 from sds_loader.storage.cache_settings import CacheSettings, cache_settings
+from sds_loader.storage.timeouts import Timeouts
 from sds_loader.windows import Window
 
 
@@ -58,6 +59,8 @@ class ReaderOptions:
     object_store: ObjectStore | S3Options | None
     window: Window | None
     requests_in_flight: int | None
+    #: Object storage's connect and read timeouts.
+    timeouts: Timeouts
     annotations: tuple[Annotations, ...]
     extras: tuple[str, ...]
     #: The class names `labels=` gives for targets, by key.
@@ -78,11 +81,13 @@ class ReaderOptions:
         object_store: ObjectStore | None,
         window: Window | None,
         requests_in_flight: int | None,
-        annotations: Sequence[Annotations],
-        extras: Sequence[str],
-        labels: Mapping[str, Sequence[str]] | None,
-        cache_dir: str | os.PathLike[str] | None,
-        cache_limit: int | str | None,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
+        annotations: Sequence[Annotations] = (),
+        extras: Sequence[str] = (),
+        labels: Mapping[str, Sequence[str]] | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
     ) -> ReaderOptions:
         """Check every argument, raising the first bad one's TypeError or ValueError."""
         if not isinstance(uri, str | os.PathLike):
@@ -98,6 +103,7 @@ class ReaderOptions:
             raise TypeError(f"window must be a sds_loader.Window, not {type(window).__name__}")
         verify = verify_checksums_setting(verify_checksums)
         in_flight = _positive_or_none("requests_in_flight", requests_in_flight)
+        timeouts = Timeouts.build(connect_timeout, read_timeout)
         cache = cache_settings(cache_dir, cache_limit)
         specs = annotation_specs(annotations)
         extra = extra_names(extras, window)
@@ -112,6 +118,7 @@ class ReaderOptions:
             object_store=object_store,
             window=window,
             requests_in_flight=in_flight,
+            timeouts=timeouts,
             annotations=specs,
             extras=extra,
             labels=given_labels(labels, chosen_targets),
@@ -133,6 +140,7 @@ class ReaderOptions:
             self.max_open_files,
             self.requests_in_flight,
             self.cache,
+            self.timeouts,
         )
         if state.native is not None and self.max_chunk_bytes is not None:
             state.native.max_chunk_bytes = self.max_chunk_bytes

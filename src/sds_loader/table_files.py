@@ -165,14 +165,21 @@ def _own(path: object, root: str) -> bool:
 
 
 def _folder(directory: str) -> int | None:
-    """A descriptor of `directory`'s tables folder, or None (with one warning) if it is refused."""
+    """A descriptor of `directory`'s tables folder, or None (with one warning) if it is refused.
+
+    A read-only cache without one has no tables to read, and takes none: no warning (the
+    native cache serves its entries all the same, and warns of a root it cannot use)."""
     try:
         root = private_dir.open_root(directory)
+    except private_dir.Unwritable:
+        return None
     except private_dir.Refused as refused:
         warn_once(f"{refused}; shard tables are not kept in it", directory)
         return None
     try:
         return private_dir.open_below(root, FOLDER, os.path.join(directory, FOLDER))
+    except private_dir.Unwritable:
+        return None
     except private_dir.Refused as refused:
         warn_once(f"{refused}; shard tables are not kept in it", directory)
         return None

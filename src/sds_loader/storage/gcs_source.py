@@ -142,6 +142,7 @@ class GcsRangeSource(NativeRangeSource):
         read_timeout: float = 30.0,
         readahead_bytes: int = READAHEAD_BYTES,
         cache: CacheSettings | None = None,
+        check_openings: bool = False,
     ) -> None:
         self._options = options_of() if options is None else options
         super().__init__(
@@ -154,6 +155,7 @@ class GcsRangeSource(NativeRangeSource):
                 connect_timeout=connect_timeout,
                 read_timeout=read_timeout,
                 readahead_bytes=readahead_bytes,
+                check_openings=check_openings,
             ),
             cache,
         )

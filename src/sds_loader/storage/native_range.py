@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypedDict
 
 from sds_loader.storage.cache_settings import CacheSettings, warn_once
+from sds_loader.storage.timeouts import checked_timeout
 
 if TYPE_CHECKING:
     from sds_loader import _native
@@ -98,6 +99,7 @@ class NativeSettings(TypedDict):
     head_bytes: int
     readahead_bytes: int
     part_bytes: int
+    check_openings: bool
 
 
 def native_settings(
@@ -109,11 +111,14 @@ def native_settings(
     connect_timeout: float,
     read_timeout: float,
     readahead_bytes: int,
+    check_openings: bool = False,
 ) -> NativeSettings:
-    """The native source's settings, `requests_in_flight` checked."""
+    """The native source's settings, `requests_in_flight` and the timeouts checked."""
     positive = isinstance(requests_in_flight, int) and not isinstance(requests_in_flight, bool)
     if not positive or requests_in_flight < 1:
         raise ValueError(f"requests_in_flight must be a positive integer, not {requests_in_flight!r}")
+    checked_timeout("connect_timeout", connect_timeout)
+    checked_timeout("read_timeout", read_timeout)
     return NativeSettings(
         max_attempts=max_attempts,
         backoff_seconds=backoff_seconds,
@@ -125,6 +130,7 @@ def native_settings(
         head_bytes=HEAD_BYTES,
         readahead_bytes=readahead_bytes,
         part_bytes=PART_BYTES,
+        check_openings=check_openings,
     )
 
 
@@ -142,13 +148,16 @@ class FetchCounters:
 
     `requests` and `bytes` count answers that delivered their bytes (reads and
     readahead alike); `retries` counts attempts that failed and were tried
-    again; `ahead_hits` counts ranges a read found already fetched ahead.
+    again; `ahead_hits` counts ranges a read found already fetched ahead;
+    `refetches` counts bytes fetched again because they failed a check (a
+    chunk's hash, a footer that does not parse), apart from `retries`.
     """
 
     requests: int = 0
     bytes: int = 0
     retries: int = 0
     ahead_hits: int = 0
+    refetches: int = 0
 
 
 @dataclass(frozen=True)

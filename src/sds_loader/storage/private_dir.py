@@ -45,6 +45,16 @@ class Refused(Exception):
     """A directory or file of the cache that is not to be trusted; the message names it and the fix."""
 
 
+class Unwritable(Refused):
+    """A directory of the cache that is missing and cannot be made: the cache is read-only (a
+    read-only mount, a directory this user may not write), and holds nothing there to read."""
+
+
+def _not_made(path: str, error: OSError) -> Refused:
+    message = f"cannot create the cache directory {path}: {error.strerror}"
+    return Unwritable(message) if error.errno in (errno.EROFS, errno.EACCES) else Refused(message)
+
+
 def open_root(path: str) -> int:
     """A descriptor of the cache root `path`, or `Refused`.
 
@@ -60,7 +70,7 @@ def open_root(path: str) -> int:
         except NotADirectoryError:
             break  # below a file: the open below says which
         except OSError as error:
-            raise Refused(f"cannot create the cache directory {made}: {error.strerror}") from None
+            raise _not_made(made, error) from None
     return _checked(_open_directory(path, None, path), path)
 
 
@@ -74,7 +84,7 @@ def open_below(directory: int, name: str, path: str) -> int:
     except FileExistsError:
         pass
     except OSError as error:
-        raise Refused(f"cannot create the cache directory {path}: {error.strerror}") from None
+        raise _not_made(path, error) from None
     return _checked(_open_directory(name, directory, path), path)
 
 

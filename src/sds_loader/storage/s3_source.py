@@ -179,7 +179,10 @@ class S3RangeSource(NativeRangeSource):
     concurrent GETs per read.
     `backoff_seconds`/`backoff_max_seconds` shape the retry schedule;
     `connect_timeout` bounds a connection's setup and `read_timeout` how long
-    an answer may stay silent. Tests shorten them; users rarely need to.
+    an answer may stay silent (`BatchReader` takes both). `check_openings`:
+    the objects are ArrayRecord shards, whose openings (footers) are kept
+    only once they verify, and fetched again when they fail (`for_shards`
+    sets it; a source of other objects keeps their bytes as they come).
     """
 
     def __init__(
@@ -195,6 +198,7 @@ class S3RangeSource(NativeRangeSource):
         read_timeout: float = 30.0,
         readahead_bytes: int = READAHEAD_BYTES,
         cache: CacheSettings | None = None,
+        check_openings: bool = False,
     ) -> None:
         self._options = S3Options() if options is None else options
         self._client = client
@@ -208,6 +212,7 @@ class S3RangeSource(NativeRangeSource):
                 connect_timeout=connect_timeout,
                 read_timeout=read_timeout,
                 readahead_bytes=readahead_bytes,
+                check_openings=check_openings,
             ),
             cache,
         )

@@ -30,6 +30,7 @@ from sds_loader.storage.gcs_source import GcsRangeSource, credentials_of, option
 from sds_loader.storage.native_range import DEFAULT_REQUESTS_IN_FLIGHT, NativeRangeSource
 from sds_loader.storage.s3_client import identity_of
 from sds_loader.storage.s3_source import S3RangeSource
+from sds_loader.storage.timeouts import Timeouts
 
 
 def _scheme(uri: str) -> str:
@@ -113,12 +114,15 @@ def for_shards(
     *,
     requests_in_flight: int | None = None,
     cache: CacheSettings | None = None,
+    timeouts: Timeouts | None = None,
 ) -> NativeRangeSource | None:
     """The byte source for `uris` (None: local files); call only when `unavailable_reason` is None.
 
     `cache`: the node cache the source writes what it fetches to (by
     default the one `use_cache` gave the dataset; local shards need none:
-    they are on this machine's disk already).
+    they are on this machine's disk already). `timeouts`: the connect and
+    read timeouts asked for (by default 10 s and 30 s). Each shard's opening
+    is checked before it is kept, as only a source of shards can.
     """
     if _schemes(uris) <= {""}:
         return None
@@ -126,6 +130,7 @@ def for_shards(
     if cache is None:
         cache = _CACHES.get(dataset)
     in_flight = DEFAULT_REQUESTS_IN_FLIGHT if requests_in_flight is None else requests_in_flight
+    chosen = Timeouts() if timeouts is None else timeouts
     if isinstance(store, GCSObjectStore):
         return GcsRangeSource(
             uris,
@@ -133,7 +138,19 @@ def for_shards(
             credentials=credentials_of(store),
             requests_in_flight=in_flight,
             cache=cache,
+            connect_timeout=chosen.connect,
+            read_timeout=chosen.read,
+            check_openings=True,
         )
     assert isinstance(store, S3ObjectStore)
     client = identity_of(getattr(store, "_client", None))
-    return S3RangeSource(uris, store.options, client=client, requests_in_flight=in_flight, cache=cache)
+    return S3RangeSource(
+        uris,
+        store.options,
+        client=client,
+        requests_in_flight=in_flight,
+        cache=cache,
+        connect_timeout=chosen.connect,
+        read_timeout=chosen.read,
+        check_openings=True,
+    )

@@ -27,6 +27,7 @@ from sds_loader.errors import UnknownNameError, UnknownTargetError
 from sds_loader.read_stats import ReadStats
 from sds_loader.reader import BatchReader
 from sds_loader.schema import Allocator
+from sds_loader.storage.timeouts import Timeouts
 from sds_loader.torch import readahead_route
 from sds_loader.torch.batch import Batch
 from sds_loader.torch.buffers import BufferSource, PagePool, PinnedSource, read_tensors
@@ -70,7 +71,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
     are the parallelism. `pin_memory=True` makes main-process batches
     page-locked when CUDA is available, so DataLoader's ``pin_memory=True``
     step copies nothing; pass both. `object_store`, `requests_in_flight`,
-    `cache_dir` and `cache_limit` go to `BatchReader` (a dataset in object
+    `connect_timeout`, `read_timeout`, `cache_dir` and `cache_limit` go to
+    `BatchReader` (a dataset in object
     storage; every worker given the same `cache_dir` shares its node cache,
     and so does every `Mixture` member given it).
 
@@ -112,6 +114,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         worker_blocks: int = DEFAULT_BLOCKS,
         object_store: ObjectStore | None = None,
         requests_in_flight: int | None = None,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
         annotations: Sequence[Annotations] = (),
         extras: Sequence[str] = (),
         labels: Mapping[str, Sequence[str]] | None = None,
@@ -148,6 +152,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         self._worker_blocks = worker_blocks
         self._object_store = object_store
         self._requests_in_flight = requests_in_flight
+        # Checked here, so that a bad one fails before any worker starts.
+        self._timeouts = Timeouts.build(connect_timeout, read_timeout)
         self._local: _ProcessLocal | None = None
         readahead_route.track(self)
         # Open now, so a wrong URI or field name fails here rather than in a
@@ -177,6 +183,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
                 window=self._window,
                 object_store=self._object_store,
                 requests_in_flight=self._requests_in_flight,
+                connect_timeout=self._timeouts.connect,
+                read_timeout=self._timeouts.read,
                 annotations=self._annotations,
                 extras=self._extras,
                 labels=self._labels,
