@@ -54,7 +54,11 @@ def check(cache: CacheSettings, *, fetches: bool) -> None:
         usable(directory)
         return
     # Not "reads go without it": what it already holds is the node cache's to serve or not.
-    added = "bytes fetched from the store are not added to it, and " if fetches else ""
+    added = (
+        "what it holds is read, checked as ever, bytes fetched from the store are not added to it, and "
+        if fetches
+        else ""
+    )
     warn_unusable(
         directory,
         f"{directory} is on a read-only file system: {added}shard tables it does not hold are read "
