@@ -87,16 +87,6 @@ def _pass(readers: dict[str, Reader]) -> dict[str, float]:
     return {key: sum(len(batch) for batch in readers[key][1]) / spent[key] for key in readers}
 
 
-def _warm(roots: Sequence[str]) -> None:
-    """Read every file of the datasets once, so that no row pays for the disk."""
-    for root in roots:
-        for folder, _, names in os.walk(root):
-            for name in names:
-                with open(os.path.join(folder, name), "rb", buffering=0) as handle:
-                    while handle.read(8 << 20):
-                        pass
-
-
 def rows(
     roots: dict[str, str],
     batch_size: int,
@@ -122,7 +112,7 @@ def rows(
         [part[first : first + batch_size].tolist() for first in range(0, part.size, batch_size)]
         for part in drawn
     ]
-    _warm(list(roots[name] for name in names))
+    builtin.warm([roots[name] for name in names])
 
     def member_alone(k: int) -> Callable[[Sequence[int]], Any]:
         return lambda batch: collate(members[k].__getitems__(batch))

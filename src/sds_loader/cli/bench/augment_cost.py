@@ -1,0 +1,423 @@
+"""What augmentation costs: the chain inside the read against the same chain by hand after it.
+
+``sds-loader bench --augment`` reads the same shuffled batches of 256 several
+ways and gives each as a share of the plain read's records/s:
+
+- `BatchReader.read` alone (the plain read, 1.00);
+- the read with the chain phase + frequency shift + time shift + AWGN given
+  to the reader (``augment=``), applied natively in the read's threads;
+- the read, then the same chain record by record in numpy, as a
+  ``__getitem__`` or a per-sample transform list runs it;
+- the read, then the same chain in torch ops over the whole batch;
+
+at 1 thread and at 2 (the reader's threads; torch's too), on records of
+1,024 complex64 samples (8 KiB, zstd) and on the built-in 2 x 4,096
+complex64 captures (64 KiB, zstd); and, at 1 thread, resampling by 4/5
+inside the reader against the read then `scipy.signal.resample_poly` record
+by record. The hand-written chains are `augment_hand`'s.
+
+Every repeat opens every row's reader afresh and reads one untimed batch
+with it, then the rows take the timed batches in turns, batch by batch, so
+that no row is timed on state another has not got and load from other work
+falls on every row alike. A row keeps its last batch while it makes the
+next, as a training loop does. Each ratio is taken within a repeat, and the
+table gives medians over repeats with the spread of the rates.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import signal_dataset as sds
+
+from sds_loader import BatchReader
+from sds_loader.cli.bench import augment_hand, builtin
+from sds_loader.cli.bench import plan as planning
+
+REPEATS = 3
+#: The sample rate the chain's frequency shift is stated against (the records carry none).
+SAMPLE_RATE = 1e6
+#: Resampling by 4/5: a small ratio, which is scipy's polyphase filter at its cheapest.
+RESAMPLE = (4, 5)
+#: The 8 KiB records: this many complex64 samples each, written once beside the built-in datasets.
+FRAME_SAMPLES = 1024
+FRAME_VERSION = 1
+FRAMES_PER_SHARD = 512
+
+#: A row's read of one batch (what it returns is held until its next read).
+Step = Callable[[np.ndarray], Any]
+
+
+@dataclass(frozen=True)
+class Records:
+    """One kind of record the rows read: its dataset and how the table names it."""
+
+    name: str
+    root: str
+    description: str
+
+
+@dataclass
+class AugmentRow:
+    records: str
+    threads: int
+    key: str
+    label: str
+    #: Records/s, one per repeat.
+    rates: list[float] = field(default_factory=list)
+    #: This row's rate over the plain read's of the same records and threads, one per repeat.
+    ratios: list[float] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def rate(self) -> float | None:
+        return statistics.median(self.rates) if self.rates else None
+
+    @property
+    def ratio(self) -> float | None:
+        return statistics.median(self.ratios) if self.ratios else None
+
+    @property
+    def spread(self) -> float | None:
+        """The fastest repeat's rate over the slowest's (1.0: every repeat alike)."""
+        return max(self.rates) / min(self.rates) if len(self.rates) > 1 else None
+
+
+@dataclass
+class Comparison:
+    """One row's rate over another's, repeat by repeat: the figures the issue sets targets for."""
+
+    label: str
+    values: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.values) if self.values else None
+
+
+# -- the datasets ------------------------------------------------------------
+
+
+def frame(ordinal: int) -> sds.Record:
+    """An 8 KiB record: 1,024 complex64 samples of seeded noise along a time axis at SAMPLE_RATE."""
+    rng = np.random.default_rng(ordinal)
+    data = rng.standard_normal(2 * FRAME_SAMPLES, dtype=np.float32).view(np.complex64)
+    time_axis = sds.Axis(
+        "time", FRAME_SAMPLES, coordinate=sds.Coordinate(start=0.0, step=1 / SAMPLE_RATE, unit="s")
+    )
+    return sds.Record(
+        id=f"frame-{ordinal:06d}",
+        fields={"samples": sds.Field(data, axes=(time_axis,))},
+        metadata={"label": ordinal % builtin.CLASSES},
+    )
+
+
+def ensure_frames(count: int, cache: str | None = None) -> str:
+    """`count` 8 KiB records as signal_dataset's default (zstd) shards, written once under the cache."""
+    root = os.path.join(
+        builtin.cache_dir(cache), f"augment-v{FRAME_VERSION}-{count}x{FRAME_SAMPLES}-complex64-zstd"
+    )
+    try:
+        if len(sds.open(root)) == count:
+            return root
+    except Exception:  # noqa: BLE001 - anything unreadable is rebuilt
+        pass
+    building = f"{root}.building-{os.getpid()}"
+    shutil.rmtree(building, ignore_errors=True)
+    shards = [
+        sds.write_shard(
+            (frame(i) for i in range(first, min(first + FRAMES_PER_SHARD, count))),
+            building,
+            work_id=f"{n:06d}",
+        )
+        for n, first in enumerate(range(0, count, FRAMES_PER_SHARD))
+    ]
+    sds.publish(building, shards, dataset_id="sds-loader-augment-frames", snapshot_id="v1")
+    shutil.rmtree(root, ignore_errors=True)
+    try:
+        os.rename(building, root)
+    except OSError:
+        # Another process finished the same dataset first; theirs is as good.
+        shutil.rmtree(building, ignore_errors=True)
+    return root
+
+
+def datasets(records: int | None, cache: str | None, say: Callable[[str], None]) -> list[Records]:
+    count = builtin.record_count(records)
+    frames = ensure_frames(count, cache)
+    captures = builtin.ensure(records, progress=False, directory=cache, say=say, variants=("zstd",))["zstd"]
+    return [
+        Records("8 KiB", frames, f"{count} records of {FRAME_SAMPLES} complex64 (8 KiB), zstd"),
+        Records(
+            "64 KiB",
+            captures,
+            f"{count} records of {builtin.CHANNELS}x{builtin.SAMPLES} complex64 (64 KiB), zstd",
+        ),
+    ]
+
+
+# -- the rows ----------------------------------------------------------------
+
+
+def reader_chain(*, resample: bool = False, seed: int = 0) -> Any:
+    """The chain the reader applies: the hand-written chain's four transforms, or the resample."""
+    from sds_loader import augment
+
+    if resample:
+        factor = RESAMPLE[0] / RESAMPLE[1]
+        transforms = [augment.Resample(factor=(factor, factor))]
+    else:
+        low, high = augment_hand.SHIFT_FRACTION
+        transforms = [
+            augment.Phase(radians=augment_hand.PHASE_RADIANS),
+            augment.FrequencyShift(hz=(low * SAMPLE_RATE, high * SAMPLE_RATE)),
+            augment.TimeShift(samples=augment_hand.SHIFT_SAMPLES),
+            augment.Noise(snr_db=augment_hand.SNR_DB),
+        ]
+    return augment.Chain(transforms, fields=("samples",), seed=seed, sample_rate=SAMPLE_RATE)
+
+
+def _reader(root: str, threads: int, **options: Any) -> BatchReader:
+    return BatchReader(root, fields=("samples",), threads=threads, **options)
+
+
+def plain(root: str, threads: int, repeat: int) -> Step:
+    reader = _reader(root, threads)
+    return lambda ordinals: reader.read(ordinals)
+
+
+def in_reader(root: str, threads: int, repeat: int, *, resample: bool = False) -> Step:
+    reader = _reader(root, threads, augment=reader_chain(resample=resample))
+    return lambda ordinals: reader.read(ordinals, epoch=repeat)
+
+
+def numpy_records(root: str, threads: int, repeat: int) -> Step:
+    reader = _reader(root, threads)
+    rng = np.random.default_rng(repeat)
+
+    def step(ordinals: np.ndarray) -> Any:
+        samples = reader.read(ordinals)["samples"]
+        return augment_hand.chain_records(samples, augment_hand.Draws.draw(rng, len(ordinals)), rng)
+
+    return step
+
+
+def torch_batch(root: str, threads: int, repeat: int) -> Step:
+    import torch
+
+    reader = _reader(root, threads)
+    rng = np.random.default_rng(repeat)
+    generator = torch.Generator().manual_seed(repeat)
+
+    def step(ordinals: np.ndarray) -> Any:
+        samples = torch.from_numpy(reader.read(ordinals)["samples"])
+        return augment_hand.chain_batch(samples, augment_hand.Draws.draw(rng, len(ordinals)), generator)
+
+    return step
+
+
+def scipy_resample(root: str, threads: int, repeat: int) -> Step:
+    reader = _reader(root, threads)
+    return lambda ordinals: augment_hand.resample_records(reader.read(ordinals)["samples"], *RESAMPLE)
+
+
+#: (key, label, how to open it, at one thread only): the rows of one kind of record, in table order.
+ROWS: list[tuple[str, str, Callable[[str, int, int], Step], bool]] = [
+    ("plain", "BatchReader.read", plain, False),
+    ("reader", "the chain inside the read (augment=)", in_reader, False),
+    ("torch", "the read, then the chain in torch ops over the batch", torch_batch, False),
+    ("numpy", "the read, then the chain record by record in numpy", numpy_records, False),
+    (
+        "reader_resample",
+        f"resample by {RESAMPLE[0]}/{RESAMPLE[1]} inside the read (augment=)",
+        lambda root, threads, repeat: in_reader(root, threads, repeat, resample=True),
+        True,
+    ),
+    (
+        "scipy_resample",
+        f"the read, then resample_poly(x, {RESAMPLE[0]}, {RESAMPLE[1]}) record by record",
+        scipy_resample,
+        True,
+    ),
+]
+
+
+def _pass(steps: dict[str, Step], batches: Sequence[np.ndarray]) -> dict[str, float]:
+    """Records/s of each row over `batches`, the rows taking each batch in turn after one untimed."""
+    held: dict[str, Any] = {}
+    for key, step in steps.items():
+        held[key] = step(batches[0])
+    spent = dict.fromkeys(steps, 0.0)
+    for batch in batches:
+        for key, step in steps.items():
+            started = time.perf_counter()
+            held[key] = step(batch)
+            spent[key] += time.perf_counter() - started
+    held.clear()
+    records = sum(len(batch) for batch in batches)
+    return {key: records / seconds for key, seconds in spent.items()}
+
+
+def _torch_threads(threads: int | None) -> int | None:
+    """Set torch's intra-op threads (None: leave them); return what they were, or None without torch."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return before
+
+
+def rows(
+    kinds: Sequence[Records],
+    batch_size: int,
+    *,
+    batches: int | None = None,
+    threads: Sequence[int] = (1, 2),
+    repeats: int = REPEATS,
+    say: Callable[[str], None] = lambda line: None,
+) -> tuple[list[AugmentRow], list[Comparison]]:
+    """Time every row on every kind of record at every thread count; return the rows and the
+    comparisons the targets are stated in."""
+    table: list[AugmentRow] = []
+    comparisons: list[Comparison] = []
+    before = _torch_threads(None)
+    try:
+        for kind in kinds:
+            length = len(sds.open(kind.root))
+            # One epoch, unless --batches says fewer: no pass reads a record twice.
+            order = planning.shuffled_batches(length, batch_size, batches or max(1, length // batch_size))
+            by_threads: dict[int, dict[str, AugmentRow]] = {}
+            for count_threads in threads:
+                say(f"timing {kind.name} records at {count_threads} thread(s)")
+                _torch_threads(count_threads)
+                mine = {
+                    key: AugmentRow(kind.name, count_threads, key, label)
+                    for key, label, _, single in ROWS
+                    if not single or count_threads == threads[0]
+                }
+                opens = {key: open_row for key, _, open_row, _ in ROWS if key in mine}
+                for repeat in range(repeats):
+                    rate = _pass({key: opens[key](kind.root, count_threads, repeat) for key in mine}, order)
+                    for key, row in mine.items():
+                        row.rates.append(rate[key])
+                        row.ratios.append(rate[key] / rate["plain"])
+                by_threads[count_threads] = mine
+                table += mine.values()
+            comparisons += _compare(kind, by_threads, threads)
+    finally:
+        if before is not None:
+            _torch_threads(before)
+    return table, comparisons
+
+
+def _compare(
+    kind: Records, by_threads: dict[int, dict[str, AugmentRow]], threads: Sequence[int]
+) -> list[Comparison]:
+    """The ratios the targets speak of, repeat by repeat, for one kind of record."""
+
+    def over(label: str, top: AugmentRow, bottom: AugmentRow) -> Comparison:
+        return Comparison(label, [a / b for a, b in zip(top.rates, bottom.rates, strict=True)])
+
+    found = []
+    for count in threads:
+        mine = by_threads[count]
+        at = f"{kind.name}, {count} thread{'s' * (count != 1)}"
+        found.append(
+            over(f"{at}: the chain inside the read over torch over the batch", mine["reader"], mine["torch"])
+        )
+        found.append(
+            over(
+                f"{at}: the chain inside the read over numpy record by record", mine["reader"], mine["numpy"]
+            )
+        )
+    one = by_threads[threads[0]]
+    found.append(
+        over(
+            f"{kind.name}, 1 thread: resample inside the read over resample_poly",
+            one["reader_resample"],
+            one["scipy_resample"],
+        )
+    )
+    for more in threads[1:]:
+        many = by_threads[more]
+        found.append(
+            over(f"{kind.name}: the plain read at {more} threads over 1", many["plain"], one["plain"])
+        )
+        found.append(
+            over(
+                f"{kind.name}: the chain inside the read at {more} threads over 1",
+                many["reader"],
+                one["reader"],
+            )
+        )
+    return found
+
+
+# -- the report ----------------------------------------------------------------
+
+
+def table(found: Sequence[AugmentRow]) -> str:
+    lines = [
+        "| records | threads | row | records/s | of the plain read | spread | repeats (records/s) |",
+        "|---|---:|---|---:|---:|---:|---|",
+    ]
+    for row in found:
+        spread = "-" if row.spread is None else f"{row.spread:.2f}"
+        each = ", ".join(f"{value:,.0f}" for value in row.rates)
+        rate, ratio = f"{row.rate:,.0f}", f"{row.ratio:.2f}"
+        cells = [row.records, str(row.threads), row.label, rate, ratio, spread, each]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def comparison_table(found: Sequence[Comparison]) -> str:
+    lines = ["| comparison | median | repeats |", "|---|---:|---|"]
+    for one in found:
+        each = ", ".join(f"{value:.2f}" for value in one.values)
+        lines.append(f"| {one.label} | {one.median:.2f}x | {each} |")
+    return "\n".join(lines)
+
+
+def main(config: Any) -> str:
+    """Run the rows for `config` (a BenchConfig); write augment.md to its --out; return the tables."""
+    from sds_loader.cli.bench.run import results_dir
+
+    if config.path is not None:
+        raise ValueError("--augment times the chain on its own built-in datasets; leave out PATH")
+    out = results_dir(config.out)
+    written = os.path.join(out, "augment.md")
+    if os.path.lexists(written):
+        raise FileExistsError(
+            f"{written} holds an earlier run's rows; pass a new --out, or remove it to replace it"
+        )
+    say: Callable[[str], None] = (
+        (lambda line: print(line, file=sys.stderr, flush=True)) if config.progress else (lambda line: None)
+    )
+    kinds = datasets(config.builtin_records, config.cache_dir, say)
+    builtin.warm([kind.root for kind in kinds])
+    threads = (1, config.threads or 2)
+    found, comparisons = rows(
+        kinds, config.batch_size, batches=config.batches, threads=threads, repeats=REPEATS, say=say
+    )
+    text = (
+        f"`{config.command}`: shuffled batches of {config.batch_size}, warm page cache; "
+        + "; ".join(f"{kind.name}: {kind.description}" for kind in kinds)
+        + f". Medians of {REPEATS} repeats, each by fresh readers, the rows taking batches in turns; "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end.\n\n"
+        f"{table(found)}\n\n{comparison_table(comparisons)}\n"
+    )
+    os.makedirs(out, exist_ok=True)
+    with open(written, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return f"{text}\nrows: {written}"
