@@ -164,7 +164,9 @@ class Annotations:
 
 #: What moves a set's items under a reader's augmentation: (set, items by field,
 #: count per row) -> (items, counts) after the chain and the window.
-ItemMotion = Callable[["Annotations", dict[str, np.ndarray], np.ndarray], tuple[dict[str, np.ndarray], np.ndarray]]
+ItemMotion = Callable[
+    ["Annotations", dict[str, np.ndarray], np.ndarray], tuple[dict[str, np.ndarray], np.ndarray]
+]
 
 
 @dataclass(frozen=True)

@@ -239,6 +239,11 @@ class BatchReader:
         return self._layouts.known(self.process_state(), 0, self._fetched)
 
     @property
+    def augment_keys(self) -> tuple[str, ...]:
+        """The keys a batch gets from the augmentation chain (what it drew, the metadata it changed)."""
+        return () if self._augment is None else self._augment.key_names()
+
+    @property
     def labels(self) -> Mapping[str, tuple[str, ...]]:
         """The class names behind each string target, in index order."""
         return dict(self._labels.classes)
@@ -314,7 +319,9 @@ class BatchReader:
                     started=started,
                 )
             )
-        row_starts, window_length = batch_placement(window, ordinals, starts, self._record_lengths, epoch=epoch)
+        row_starts, window_length = batch_placement(
+            window, ordinals, starts, self._record_lengths, epoch=epoch
+        )
         arrays = batch_read.read_batch(
             state,
             self._layouts,

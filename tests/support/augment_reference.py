@@ -152,7 +152,8 @@ def resample_kernel(t: np.ndarray, cutoff: float) -> np.ndarray:
     inside = np.abs(ratio) <= 1.0
     window = np.where(
         inside,
-        np.i0(RESAMPLE_KAISER_BETA * np.sqrt(np.clip(1.0 - ratio * ratio, 0.0, None))) / np.i0(RESAMPLE_KAISER_BETA),
+        np.i0(RESAMPLE_KAISER_BETA * np.sqrt(np.clip(1.0 - ratio * ratio, 0.0, None)))
+        / np.i0(RESAMPLE_KAISER_BETA),
         0.0,
     )
     return 2.0 * cutoff * np.sinc(2.0 * cutoff * t) * window
@@ -394,3 +395,38 @@ def stored_positions(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if np.issubdtype(dtype, np.integer):
         return np.column_stack([np.floor(values[:, 0]), np.ceil(values[:, 1])]).astype(dtype)
     return values.astype(dtype)
+
+
+# -- rows of a batch -----------------------------------------------------------
+
+
+def steps_of(chain: object, batch: Mapping[str, np.ndarray], row: int) -> list[Step]:
+    """Row `row`'s steps of `chain` (a `sds_loader.augment.Chain`) from the batch's parameter keys alone,
+    plus what the chain fixes (a time shift's mode)."""
+    steps: list[Step] = []
+    for position, transform in enumerate(chain.transforms):  # type: ignore[attr-defined]
+        kind = transform.kind
+        stem = f"augment.{position}.{kind}."
+
+        def value(name: str, stem: str = stem) -> float:
+            return float(batch[stem + name][row])
+
+        applied = float(bool(batch[stem + "applied"][row]))
+        params = [applied, 0.0, 0.0, 0.0]
+        if kind == "phase":
+            params[1] = value("radians")
+        elif kind == "frequency_shift":
+            params[1] = value("fraction")
+        elif kind == "time_shift":
+            params[1] = value("samples")
+            params[2] = 1.0 if transform.circular else 0.0
+        elif kind == "gain":
+            params[1] = value("amplitude")
+        elif kind == "noise":
+            params[1:] = [value("snr_db"), value("snr_after_db"), value("sigma2")]
+        elif kind == "iq_imbalance":
+            params[1:3] = [value("amplitude_db"), math.radians(value("phase_degrees"))]
+        elif kind == "resample":
+            params[1] = value("factor")
+        steps.append((kind, params))
+    return steps

@@ -52,7 +52,12 @@ class SampleRate:
 
     @classmethod
     def fixed(cls, value: float) -> SampleRate:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
             raise ValueError(f"a fixed sample rate must be a positive finite number of Hz, not {value!r}")
         return cls("fixed", value=float(value))
 
@@ -86,7 +91,9 @@ def _center_setting(value: object) -> SampleRate | None:
         return SampleRate.key(value)
     if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
         return SampleRate("fixed", value=float(value))
-    raise TypeError(f"Chain center_frequency must be a metadata key, a finite number of Hz or None, not {value!r}")
+    raise TypeError(
+        f"Chain center_frequency must be a metadata key, a finite number of Hz or None, not {value!r}"
+    )
 
 
 @dataclass(frozen=True)
@@ -147,7 +154,9 @@ class Chain:
                 raise TypeError(f"Chain fields must be one or more field names or None, not {fields!r}")
             if len(set(fields)) != len(fields):
                 raise ValueError(f"Chain fields names a field more than once: {list(fields)}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64):
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64
+        ):
             raise ValueError(f"Chain seed must be an integer from 0 to 2**64 - 1, or None, not {seed!r}")
         if (
             isinstance(keep_fraction, bool)
@@ -193,4 +202,6 @@ def chain_setting(value: object) -> Chain | None:
         return Chain([value])
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         return Chain(value)
-    raise TypeError(f"augment= takes a sds_loader.augment.Chain or a list of transforms, not {type(value).__name__}")
+    raise TypeError(
+        f"augment= takes a sds_loader.augment.Chain or a list of transforms, not {type(value).__name__}"
+    )

@@ -55,6 +55,7 @@ def draw(
     record_lengths: np.ndarray,
     sample_rate: np.ndarray,
     stored_snr: Mapping[str, np.ndarray],
+    rate_known: bool,
 ) -> Drawn:
     """Each row's parameters for every step of `chain` (one native draw call per step)."""
     from sds_loader import _native
@@ -71,7 +72,7 @@ def draw(
         lengths[:, position] = length
         rates[:, position] = rate
         uniforms = _native.augment_draw(seed, epoch, ordinals, position, 1 + step.draw_count)
-        context = Context(sample_rate=rate, stored_snr=dict(stored_snr))
+        context = Context(sample_rate=rate, stored_snr=dict(stored_snr), rate_known=rate_known)
         contexts.append(context)
         applied = uniforms[:, 0] < step.probability
         params[:, position, 0] = applied
@@ -120,7 +121,9 @@ def reports(chain: Chain, drawn: Drawn, center_frequency: np.ndarray | None) -> 
                 continue
             params = drawn.params[:, position, :]
             stored = params[:, 2]
-            snr = np.where(params[:, 0] != 0, stored, np.where(np.isnan(snr), _stored(step, drawn, position), snr))
+            snr = np.where(
+                params[:, 0] != 0, stored, np.where(np.isnan(snr), _stored(step, drawn, position), snr)
+            )
         out[f"{PREFIX}.snr_db"] = snr
     return out
 

@@ -70,7 +70,7 @@ class _Items:
         np.clip(values, low[:, None], high[:, None], out=values)
 
     def split(self, name: str, over: np.ndarray, length: np.ndarray) -> None:
-        """The items `over` of time field `name` wrapped past `length`: cut at it, the rest a new piece at 0."""
+        """Items `over` of time field `name`, wrapped past `length`: cut there, the rest a piece at 0."""
         values = self.time[name]
         extra = np.column_stack([np.zeros(int(over.sum())), values[over, 1] - length[over]])
         values[over, 1] = length[over]

@@ -94,7 +94,8 @@ class Augmenter:
                 inner = len(spec.shape) - (2 if item.pairs else 1)
                 if spec.window_axis != inner:
                     raise ValueError(
-                        f"the window runs along {self.window.axis!r}, and the chain along field {item.name!r}'s "
+                        f"the window runs along {self.window.axis!r}, and the chain along field "
+                        f"{item.name!r}'s "
                         f"time axis {item.axis!r} (its innermost complex axis); window the time axis"
                     )
         names = tuple(item.name for item in self.fields)
@@ -105,9 +106,9 @@ class Augmenter:
             time_fields = [name for name, axis in spec.positions.items() if axis == self.axis]
             if len(time_fields) > 1 and any(getattr(step, "circular", False) for step in chain.transforms):
                 raise ValueError(
-                    f"Annotations({spec.name!r}) declares {time_fields} as time positions; a circular time shift "
-                    "splits an item in two, which only one positions field per set can follow: read the others "
-                    "in a set of their own"
+                    f"Annotations({spec.name!r}) declares {time_fields} as time positions; a circular time "
+                    "shift splits an item in two, which only one positions field per set can follow: "
+                    "read the others in a set of their own"
                 )
         if "sample_rate" in chain.report:
             needs.append('Chain(report=("sample_rate",))')
@@ -115,20 +116,26 @@ class Augmenter:
         for step in chain.transforms:
             key = getattr(step, "stored_snr", None)
             if key is not None:
-                self._check_number(state, SampleRate.key(key), names, f"Noise(stored_snr={key!r})", "the stored SNR")
+                self._check_number(
+                    state, SampleRate.key(key), names, f"Noise(stored_snr={key!r})", "the stored SNR"
+                )
         if self._needs_center(annotations):
             if chain.center_frequency is None:
                 raise ValueError(
                     "absolute frequency labels and report=('center_frequency',) need each record's centre "
                     "frequency: pass Chain(center_frequency='<metadata key>') or a number of Hz"
                 )
-            self._check_number(state, chain.center_frequency, names, "Chain(center_frequency=...)", "the centre frequency")
+            self._check_number(
+                state, chain.center_frequency, names, "Chain(center_frequency=...)", "the centre frequency"
+            )
 
     def _needs_center(self, annotations: tuple[Annotations, ...]) -> bool:
         absolute = any(mode == "absolute" for spec in annotations for mode in spec.frequencies.values())
         return absolute or "center_frequency" in self.chain.report
 
-    def _rate_source(self, state: ProcessState, names: tuple[str, ...], needs: list[str]) -> SampleRate | None:
+    def _rate_source(
+        self, state: ProcessState, names: tuple[str, ...], needs: list[str]
+    ) -> SampleRate | None:
         given = self.chain.sample_rate
         if given is not None:
             if needs:
@@ -154,7 +161,9 @@ class Augmenter:
             )
         return None
 
-    def _check_number(self, state: ProcessState, source: SampleRate, names: tuple[str, ...], what: str, number: str) -> None:
+    def _check_number(
+        self, state: ProcessState, source: SampleRate, names: tuple[str, ...], what: str, number: str
+    ) -> None:
         try:
             self.numbers.values(state, np.zeros(1, dtype=np.int64), source, names)
         except MissingNumber as missing:
@@ -163,11 +172,15 @@ class Augmenter:
                 if number == "the sample rate"
                 else "name a metadata key every record holds"
             )
-            raise ValueError(f"{what} takes {number} from {source.describe()}, and {missing}; {fix}") from None
+            raise ValueError(
+                f"{what} takes {number} from {source.describe()}, and {missing}; {fix}"
+            ) from None
 
     # -- a batch -----------------------------------------------------------
 
-    def _numbers(self, state: ProcessState, ordinals: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray | None]:
+    def _numbers(
+        self, state: ProcessState, ordinals: np.ndarray
+    ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray | None]:
         names = tuple(item.name for item in self.fields)
         rows = ordinals.size
         rate = (
@@ -185,7 +198,9 @@ class Augmenter:
             center = self.numbers.values(state, ordinals, self.chain.center_frequency, names)
         return rate, stored, center
 
-    def _draw(self, state: ProcessState, ordinals: np.ndarray, lengths: np.ndarray, epoch: int) -> tuple[Drawn, np.ndarray | None]:
+    def _draw(
+        self, state: ProcessState, ordinals: np.ndarray, lengths: np.ndarray, epoch: int
+    ) -> tuple[Drawn, np.ndarray | None]:
         rate, stored, center = self._numbers(state, ordinals)
         drawn = draw(
             self.chain,
@@ -195,8 +210,27 @@ class Augmenter:
             record_lengths=lengths,
             sample_rate=rate,
             stored_snr=stored,
+            rate_known=self.sample_rate is not None,
         )
         return drawn, center
+
+    def key_names(self) -> tuple[str, ...]:
+        """The keys every batch gets from the chain, in order (those of a batch of no rows)."""
+        none = np.zeros(0, dtype=np.int64)
+        stored = {
+            key: np.zeros(0) for step in self.chain.transforms if (key := getattr(step, "stored_snr", None))
+        }
+        drawn = draw(
+            self.chain,
+            seed=self.seed,
+            epoch=0,
+            ordinals=none,
+            record_lengths=none,
+            sample_rate=np.zeros(0),
+            stored_snr=stored,
+            rate_known=self.sample_rate is not None,
+        )
+        return (*keys(self.chain, drawn), *reports(self.chain, drawn, np.zeros(0)))
 
     def record_lengths(self, state: ProcessState, ordinals: np.ndarray) -> np.ndarray:
         """Each record's stored length along the chain's time axis (kept once read)."""
@@ -229,8 +263,12 @@ class Augmenter:
         )
         return arrays
 
-    def _motion(self, drawn: Drawn, placement: Placement, center: np.ndarray | None) -> Callable[..., tuple[dict[str, np.ndarray], np.ndarray]]:
-        def moved(spec: Annotations, items: dict[str, np.ndarray], counts: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    def _motion(
+        self, drawn: Drawn, placement: Placement, center: np.ndarray | None
+    ) -> Callable[..., tuple[dict[str, np.ndarray], np.ndarray]]:
+        def moved(
+            spec: Annotations, items: dict[str, np.ndarray], counts: np.ndarray
+        ) -> tuple[dict[str, np.ndarray], np.ndarray]:
             time_fields = tuple(name for name, axis in spec.positions.items() if axis == self.axis)
             if not time_fields and not spec.frequencies:
                 return items, counts
@@ -282,7 +320,9 @@ class Augmenter:
                 batch.threads,
             )
 
-    def _read_plain(self, batch: BatchRead, starts: np.ndarray | None, length: int | None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    def _read_plain(
+        self, batch: BatchRead, starts: np.ndarray | None, length: int | None
+    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """The batch as the reader reads it, its augmented fields decoded apart."""
         apart: dict[str, np.ndarray] = {item.name: np.empty(0) for item in self.fields}
         arrays = batch_read.read_batch(
@@ -301,7 +341,9 @@ class Augmenter:
         )
         return arrays, apart
 
-    def _read_whole(self, batch: BatchRead) -> tuple[dict[str, np.ndarray], Drawn, np.ndarray | None, Placement]:
+    def _read_whole(
+        self, batch: BatchRead
+    ) -> tuple[dict[str, np.ndarray], Drawn, np.ndarray | None, Placement]:
         arrays, apart = self._read_plain(batch, None, None)
         rows = batch.ordinals.size
         first = self.fields[0]
@@ -313,7 +355,9 @@ class Augmenter:
             self._apply(drawn, batch, apart, arrays, zeros, lengths, zeros)
         return arrays, drawn, center, Placement(None, None)
 
-    def _starts(self, batch: BatchRead, lengths_of: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, int]:
+    def _starts(
+        self, batch: BatchRead, lengths_of: Callable[[np.ndarray], np.ndarray]
+    ) -> tuple[np.ndarray, int]:
         """Each row's window start (given, else the crop's under `epoch`) and the batch's window length."""
         window = batch.window
         assert window is not None
@@ -326,7 +370,9 @@ class Augmenter:
         assert length is not None
         return starts, length
 
-    def _read_window(self, batch: BatchRead) -> tuple[dict[str, np.ndarray], Drawn, np.ndarray | None, Placement]:
+    def _read_window(
+        self, batch: BatchRead
+    ) -> tuple[dict[str, np.ndarray], Drawn, np.ndarray | None, Placement]:
         state = batch.state
         starts, length = self._starts(batch, lambda ordinals: self.record_lengths(state, ordinals))
         arrays, apart = self._read_plain(batch, starts, length)
@@ -340,7 +386,9 @@ class Augmenter:
             self._apply(drawn, batch, apart, arrays, starts, ends, starts)
         return arrays, drawn, center, Placement(starts, length)
 
-    def _read_spans(self, batch: BatchRead) -> tuple[dict[str, np.ndarray], Drawn, np.ndarray | None, Placement]:
+    def _read_spans(
+        self, batch: BatchRead
+    ) -> tuple[dict[str, np.ndarray], Drawn, np.ndarray | None, Placement]:
         from sds_loader import _native
 
         state, ordinals, window = batch.state, batch.ordinals, batch.window
@@ -354,7 +402,9 @@ class Augmenter:
         src_start, src_length, _ = _native.augment_spans(drawn.kinds, drawn.params, starts, length, stored)
         spans = self._span_layouts(batch.layouts, window)
         schema = spans.known(state, int(ordinals[0]) if ordinals.size else 0, lambda: None)
-        others = [spec for spec in schema.fields if spec.window_axis is not None and spec.name not in self._names()]
+        others = [
+            spec for spec in schema.fields if spec.window_axis is not None and spec.name not in self._names()
+        ]
         last = np.maximum(stored - 1, 0)
         low = np.clip(src_start, 0, last)
         high = np.clip(src_start + src_length, low, stored)
@@ -378,10 +428,19 @@ class Augmenter:
         layout = Schema(
             fields=spans.last.fields if spans.last is not None else schema.fields,
             targets=spans.last.targets if spans.last is not None else schema.targets,
-            lengths=tuple(spec.name for spec in schema.fields if spec.window_axis is not None) if window.pad else (),
+            lengths=tuple(spec.name for spec in schema.fields if spec.window_axis is not None)
+            if window.pad
+            else (),
         )
         batch.layouts.last = layout
-        arrays = batch_buffers(layout, ordinals.size, out=batch.out, allocator=batch.allocator, window=window, window_length=length)
+        arrays = batch_buffers(
+            layout,
+            ordinals.size,
+            out=batch.out,
+            allocator=batch.allocator,
+            window=window,
+            window_length=length,
+        )
         for spec in layout.fields:
             if spec.window_axis is None:
                 arrays[spec.name][...] = source[spec.name]
@@ -402,18 +461,24 @@ class Augmenter:
     def _span_layouts(self, layouts: Layouts, window: Window) -> Layouts:
         if self._spans is None:
             self._spans = Layouts(
-                uri=layouts.uri, fields=layouts.fields, window=Window(window.axis, None, pad=True), labels=layouts.labels
+                uri=layouts.uri,
+                fields=layouts.fields,
+                window=Window(window.axis, None, pad=True),
+                labels=layouts.labels,
             )
         return self._spans
 
 
-def _refuse_outside(window: Window, ordinals: np.ndarray, starts: np.ndarray, length: int, final: np.ndarray) -> None:
+def _refuse_outside(
+    window: Window, ordinals: np.ndarray, starts: np.ndarray, length: int, final: np.ndarray
+) -> None:
     """A window must start inside its row's final record, and fit in it unless it pads."""
     outside = (starts < 0) | (starts >= final) | ((starts + length > final) & (not window.pad))
     if outside.any():
         k = int(np.argmax(outside))
         raise IndexError(
-            f"record {int(ordinals[k])}: window of {length} positions at start {int(starts[k])} does not fit in "
+            f"record {int(ordinals[k])}: window of {length} positions at start {int(starts[k])} does not "
+            "fit in "
             f"its {int(final[k])} positions after the augmentation chain; pass a start from 0 to "
             f"{max(int(final[k]) - (1 if window.pad else length), 0)}"
             + ("" if window.pad else ", or Window(..., pad=True) to zero-fill")
@@ -425,6 +490,8 @@ def _cut(data: np.ndarray, axis: int, offsets: np.ndarray, length: int) -> np.nd
     moved = np.moveaxis(data, axis, 1)
     index = offsets[:, None] + np.arange(length)[None, :]
     inside = index < moved.shape[1]
-    picked = np.take_along_axis(moved, np.minimum(index, moved.shape[1] - 1).reshape(index.shape + (1,) * (moved.ndim - 2)), axis=1)
+    picked = np.take_along_axis(
+        moved, np.minimum(index, moved.shape[1] - 1).reshape(index.shape + (1,) * (moved.ndim - 2)), axis=1
+    )
     picked = np.where(inside.reshape(inside.shape + (1,) * (moved.ndim - 2)), picked, 0)
     return np.moveaxis(picked, 1, axis)

@@ -44,8 +44,14 @@ def axis_rate(document: Mapping[str, Any], fields: tuple[str, ...], axis: str, o
                     f"record {ordinal}: axis {axis!r} of field {name!r} steps in {unit!r}, not a unit of "
                     f"time ({', '.join(TIME_UNITS)})"
                 )
-            if isinstance(step, bool) or not isinstance(step, numbers.Real) or not (step > 0 and math.isfinite(step)):
-                raise MissingNumber(f"record {ordinal}: axis {axis!r} of field {name!r} has a Coordinate step of {step!r}")
+            if (
+                isinstance(step, bool)
+                or not isinstance(step, numbers.Real)
+                or not (step > 0 and math.isfinite(step))
+            ):
+                raise MissingNumber(
+                    f"record {ordinal}: axis {axis!r} of field {name!r} has a Coordinate step of {step!r}"
+                )
             return 1.0 / (float(step) * TIME_UNITS[unit])
     raise MissingNumber(f"record {ordinal}: no field among {list(fields)} has an axis {axis!r}")
 
@@ -53,7 +59,9 @@ def axis_rate(document: Mapping[str, Any], fields: tuple[str, ...], axis: str, o
 def key_number(document: Mapping[str, Any], key: str, ordinal: int) -> float:
     metadata = document.get("metadata", {})
     if key not in metadata:
-        raise MissingNumber(f"record {ordinal} has no metadata key {key!r} (its metadata has {sorted(metadata)})")
+        raise MissingNumber(
+            f"record {ordinal} has no metadata key {key!r} (its metadata has {sorted(metadata)})"
+        )
     value = metadata[key]
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise MissingNumber(f"record {ordinal}: metadata {key!r} is {value!r}, not a finite number")
@@ -89,10 +97,15 @@ class RecordNumbers:
 
         return self._cached(state, slot, ordinals, fetch)
 
-    def lengths(self, state: ProcessState, ordinals: np.ndarray, axis: str, fields: tuple[str, ...]) -> np.ndarray:
-        """Each ordinal's length along `axis` (the longest of `fields` carrying it), kept as the numbers are."""
+    def lengths(
+        self, state: ProcessState, ordinals: np.ndarray, axis: str, fields: tuple[str, ...]
+    ) -> np.ndarray:
+        """Each ordinal's length along `axis` (the longest of `fields` carrying it), kept once read."""
         values = self._cached(
-            state, ("length", axis, fields), ordinals, lambda wanted: state.metadata.lengths(wanted, axis, fields)
+            state,
+            ("length", axis, fields),
+            ordinals,
+            lambda wanted: state.metadata.lengths(wanted, axis, fields),
         )
         return values.astype(np.int64)
 

@@ -54,7 +54,9 @@ def checked_range(owner: str, name: str, value: object) -> Range:
     else:
         low = high = _finite(owner, name, value)
     if low > high:
-        raise ValueError(f"{owner} {name}=({low!r}, {high!r}) is empty; give it as (low, high) with low <= high")
+        raise ValueError(
+            f"{owner} {name}=({low!r}, {high!r}) is empty; give it as (low, high) with low <= high"
+        )
     return (low, high)
 
 
@@ -81,6 +83,8 @@ class Context:
     sample_rate: np.ndarray
     #: Each row's stored SNR in dB for `Noise(stored_snr=key)` (NaN where none is asked).
     stored_snr: dict[str, np.ndarray]
+    #: Whether the reader knows the sample rate (then shifts are reported in Hz too).
+    rate_known: bool = False
 
 
 class Transform:
@@ -146,7 +150,9 @@ class FrequencyShift(Transform):
 
     def __post_init__(self) -> None:
         if (self.hz is None) == (self.fraction is None):
-            raise ValueError("FrequencyShift takes hz=(low, high) or fraction=(low, high) of the sample rate, one of them")
+            raise ValueError(
+                "FrequencyShift takes hz=(low, high) or fraction=(low, high) of the sample rate, one of them"
+            )
         if self.hz is not None:
             object.__setattr__(self, "hz", checked_range("FrequencyShift", "hz", self.hz))
         else:
@@ -169,7 +175,7 @@ class FrequencyShift(Transform):
 
     def keys(self, params: np.ndarray, context: Context) -> dict[str, np.ndarray]:
         keys = {"fraction": params[:, 0].copy()}
-        if not np.isnan(context.sample_rate).all():
+        if context.rate_known:
             keys["hz"] = params[:, 0] * context.sample_rate
         return keys
 
@@ -273,7 +279,11 @@ class Noise(Transform):
         return out
 
     def keys(self, params: np.ndarray, context: Context) -> dict[str, np.ndarray]:
-        return {"snr_db": params[:, 0].copy(), "snr_after_db": params[:, 1].copy(), "sigma2": params[:, 2].copy()}
+        return {
+            "snr_db": params[:, 0].copy(),
+            "snr_after_db": params[:, 1].copy(),
+            "sigma2": params[:, 2].copy(),
+        }
 
 
 @dataclass(frozen=True)
@@ -309,8 +319,12 @@ class IQImbalance(Transform):
     probability: float = 1.0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "amplitude_db", checked_range("IQImbalance", "amplitude_db", self.amplitude_db))
-        object.__setattr__(self, "phase_degrees", checked_range("IQImbalance", "phase_degrees", self.phase_degrees))
+        object.__setattr__(
+            self, "amplitude_db", checked_range("IQImbalance", "amplitude_db", self.amplitude_db)
+        )
+        object.__setattr__(
+            self, "phase_degrees", checked_range("IQImbalance", "phase_degrees", self.phase_degrees)
+        )
         object.__setattr__(self, "probability", checked_probability("IQImbalance", self.probability))
 
     def draws(self, uniforms: np.ndarray, context: Context) -> np.ndarray:
@@ -368,4 +382,3 @@ TRANSFORMS: dict[str, type[Transform]] = {
         Resample,
     )
 }
-
