@@ -6,7 +6,7 @@ import numpy as np
 
 
 def rank_rows(root: str, chain: object, rank: int, epoch: int) -> dict[int, dict[str, bytes]]:
-    """What rank `rank` of two reads in `epoch` through a DataLoader: each row's keys, as bytes, by ordinal."""
+    """What rank `rank` of two reads in `epoch` through a DataLoader: each row's keys as bytes, by ordinal."""
     from torch.utils.data import DataLoader
 
     from sds_loader.torch import SDSTorchDataset, ShardAwareSampler, collate
