@@ -4,15 +4,8 @@
 #include <cstring>
 
 #include "augment/counter_random.h"
+#include "augment/vector_clones.h"
 
-#if defined(__x86_64__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define SDSL_NOISE_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef SDSL_NOISE_CLONES
-#define SDSL_NOISE_CLONES
-#endif
 
 namespace sdsl {
 namespace {
@@ -59,7 +52,7 @@ inline float Log(float u) {
 
 }  // namespace
 
-SDSL_NOISE_CLONES
+SDSL_VECTOR_CLONES
 void GaussianPairs(uint64_t key, uint64_t first, size_t count, float* re, float* im) {
   uint64_t bits[kNoiseBlock];
   if (count > kNoiseBlock) count = kNoiseBlock;

@@ -8,9 +8,10 @@
 // sigma); bits 8..31 the angle, 2 bits of quadrant and 22 of offset within it.
 // Logarithm, sine and cosine are float32 polynomials (Cephes' logf, sinf,
 // cosf; errors of a few float ulps), not the C library's, whose results may
-// differ between versions and are not vectorised. The same build gives the
-// same bytes for a key on every machine that picks the same code path (one
-// is compiled for AVX2 on x86-64 and picked at load time).
+// differ between versions and are not vectorised. Only exactly rounded
+// operations (+, -, *, sqrt, integer conversions) and no fused multiply-add
+// (vector_clones.h): the same build gives the same bytes for a key whichever
+// of its vector widths the CPU runs.
 #ifndef SDS_LOADER_AUGMENT_GAUSSIAN_NOISE_H_
 #define SDS_LOADER_AUGMENT_GAUSSIAN_NOISE_H_
 

@@ -8,10 +8,12 @@
 // passband factor leaves the Kaiser window's transition band below the lower
 // rate's Nyquist frequency), spanning kResampleZeroCrossings zero crossings of
 // the sinc each side (T = kResampleZeroCrossings / (2 fc)), under a Kaiser
-// window of beta kResampleKaiserBeta. Its taps are read from a table of the
-// windowed sinc over |z| <= kResampleZeroCrossings (z = 2 fc t) with
-// kResampleTableSteps entries per zero crossing, linearly interpolated (as
-// resampy and libsamplerate do): an error under 1e-6 of a tap's scale.
+// window of beta kResampleKaiserBeta. Its taps are read from a polyphase
+// bank of the windowed sinc, kResamplePhases phases per sample of the lower
+// rate, linearly interpolated between phases (as resampy and libsamplerate
+// interpolate their tables): an error under 1e-6 of a tap's scale. Any r,
+// not only small rationals: an upsampler gathers each output's inputs, a
+// downsampler scatters each input to its outputs, both over contiguous taps.
 #ifndef SDS_LOADER_AUGMENT_RESAMPLER_H_
 #define SDS_LOADER_AUGMENT_RESAMPLER_H_
 
@@ -22,7 +24,7 @@ namespace sdsl {
 constexpr double kResamplePassband = 0.9;
 constexpr int kResampleZeroCrossings = 16;
 constexpr double kResampleKaiserBeta = 8.6;
-constexpr int kResampleTableSteps = 1024;
+constexpr int kResamplePhases = 1024;
 
 // The input indices [*low, *high) output m reads, clipped to [0, input_length).
 void ResampleInputRange(double r, int64_t m, int64_t input_length, int64_t* low, int64_t* high);
