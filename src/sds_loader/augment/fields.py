@@ -92,5 +92,12 @@ def complex_rows(array: np.ndarray, pairs: bool) -> np.ndarray:
     """A batch array of one field as (rows, channels, samples) complex values, without a copy."""
     shape = array.shape[:-1] if pairs else array.shape
     channels = int(np.prod(shape[1:-1], dtype=np.int64))
-    view = array.view(np.complex64 if array.dtype == np.float32 else np.complex128) if pairs else array
+    # Viewed as numpy's own complex dtype even when it is one already: a buffer
+    # another library made may carry an equal dtype object that is not numpy's.
+    wide = array.dtype.itemsize == (8 if pairs else 16)
+    view = array.view(_COMPLEX128 if wide else _COMPLEX64)
     return view.reshape(shape[0], channels, shape[-1])
+
+
+_COMPLEX64 = np.dtype(np.complex64)
+_COMPLEX128 = np.dtype(np.complex128)
