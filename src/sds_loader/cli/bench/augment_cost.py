@@ -16,16 +16,18 @@ complex64 captures (64 KiB, zstd); and, at 1 thread, resampling by 4/5
 inside the reader against the read then `scipy.signal.resample_poly` record
 by record. The hand-written chains are `augment_hand`'s.
 
-Every repeat opens every row's reader afresh and reads one untimed batch
-with it, then the rows take the timed batches in turns, batch by batch, so
-that no row is timed on state another has not got and load from other work
-falls on every row alike. A row keeps its last batch while it makes the
-next, as a training loop does. Each ratio is taken within a repeat, and the
-table gives medians over repeats with the spread of the rates.
+Every repeat opens each row's reader afresh, reads one untimed batch with
+it, then times it over the batches, so that no row is timed on state
+another has not got; the rows run one after another, each repeat starting
+one row later. A row keeps its last batch while it makes the next, as a
+training loop does. Each ratio is taken within a repeat, and the table
+gives medians over repeats with the spread of the rates: on a busy machine
+the spread says which figures to trust.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import statistics
@@ -47,6 +49,8 @@ REPEATS = 3
 SAMPLE_RATE = 1e6
 #: Resampling by 4/5: a small ratio, which is scipy's polyphase filter at its cheapest.
 RESAMPLE = (4, 5)
+#: A row's timed pass reads whole epochs of its batches until it has taken at least this long.
+MIN_SECONDS = 0.3
 #: The 8 KiB records: this many complex64 samples each, written once beside the built-in datasets.
 FRAME_SAMPLES = 1024
 FRAME_VERSION = 1
@@ -75,6 +79,8 @@ class AugmentRow:
     rates: list[float] = field(default_factory=list)
     #: This row's rate over the plain read's of the same records and threads, one per repeat.
     ratios: list[float] = field(default_factory=list)
+    #: Microseconds a record this row spends beyond the plain read's, one per repeat.
+    added: list[float] = field(default_factory=list)
     note: str = ""
 
     @property
@@ -84,6 +90,10 @@ class AugmentRow:
     @property
     def ratio(self) -> float | None:
         return statistics.median(self.ratios) if self.ratios else None
+
+    @property
+    def added_us(self) -> float | None:
+        return statistics.median(self.added) if self.added else None
 
     @property
     def spread(self) -> float | None:
@@ -167,22 +177,47 @@ def datasets(records: int | None, cache: str | None, say: Callable[[str], None])
 # -- the rows ----------------------------------------------------------------
 
 
-def reader_chain(*, resample: bool = False, seed: int = 0) -> Any:
-    """The chain the reader applies: the hand-written chain's four transforms, or the resample."""
+#: The transforms timed alone inside the read (at one thread), by the names the batch keys use.
+ALONE = (
+    "phase",
+    "frequency_shift",
+    "time_shift",
+    "gain",
+    "noise",
+    "invert",
+    "reverse",
+    "iq_imbalance",
+    "resample",
+)
+
+
+def reader_transforms(name: str = "chain") -> list[Any]:
+    """The hand-written chain's four transforms (``"chain"``), or one of ALONE with the bench's ranges."""
     from sds_loader import augment
 
-    if resample:
-        factor = RESAMPLE[0] / RESAMPLE[1]
-        transforms = [augment.Resample(factor=(factor, factor))]
-    else:
-        low, high = augment_hand.SHIFT_FRACTION
-        transforms = [
-            augment.Phase(radians=augment_hand.PHASE_RADIANS),
-            augment.FrequencyShift(hz=(low * SAMPLE_RATE, high * SAMPLE_RATE)),
-            augment.TimeShift(samples=augment_hand.SHIFT_SAMPLES),
-            augment.Noise(snr_db=augment_hand.SNR_DB),
-        ]
-    return augment.Chain(transforms, fields=("samples",), seed=seed, sample_rate=SAMPLE_RATE)
+    low, high = augment_hand.SHIFT_FRACTION
+    factor = RESAMPLE[0] / RESAMPLE[1]
+    made = {
+        "phase": lambda: augment.Phase(radians=augment_hand.PHASE_RADIANS),
+        "frequency_shift": lambda: augment.FrequencyShift(hz=(low * SAMPLE_RATE, high * SAMPLE_RATE)),
+        "time_shift": lambda: augment.TimeShift(samples=augment_hand.SHIFT_SAMPLES),
+        "gain": lambda: augment.Gain(db=(-6.0, 6.0)),
+        "noise": lambda: augment.Noise(snr_db=augment_hand.SNR_DB),
+        "invert": lambda: augment.SpectralInversion(),
+        "reverse": lambda: augment.TimeReversal(),
+        "iq_imbalance": lambda: augment.IQImbalance(amplitude_db=(-1.0, 1.0), phase_degrees=(-5.0, 5.0)),
+        "resample": lambda: augment.Resample(factor=(factor, factor)),
+    }
+    if name == "chain":
+        return [made[step]() for step in ("phase", "frequency_shift", "time_shift", "noise")]
+    return [made[name]()]
+
+
+def reader_chain(name: str = "chain", *, seed: int = 0) -> Any:
+    """The chain the reader applies (see `reader_transforms`), its frequency shift in Hz at SAMPLE_RATE."""
+    from sds_loader import augment
+
+    return augment.Chain(reader_transforms(name), fields=("samples",), seed=seed, sample_rate=SAMPLE_RATE)
 
 
 def _reader(root: str, threads: int, **options: Any) -> BatchReader:
@@ -194,9 +229,14 @@ def plain(root: str, threads: int, repeat: int) -> Step:
     return lambda ordinals: reader.read(ordinals)
 
 
-def in_reader(root: str, threads: int, repeat: int, *, resample: bool = False) -> Step:
-    reader = _reader(root, threads, augment=reader_chain(resample=resample))
-    return lambda ordinals: reader.read(ordinals, epoch=repeat)
+def in_reader(name: str = "chain") -> Callable[[str, int, int], Step]:
+    """How to open a reader that applies `reader_chain(name)`, reading each repeat as an epoch of its own."""
+
+    def open_row(root: str, threads: int, repeat: int) -> Step:
+        reader = _reader(root, threads, augment=reader_chain(name))
+        return lambda ordinals: reader.read(ordinals, epoch=repeat)
+
+    return open_row
 
 
 def numpy_records(root: str, threads: int, repeat: int) -> Step:
@@ -229,41 +269,51 @@ def scipy_resample(root: str, threads: int, repeat: int) -> Step:
     return lambda ordinals: augment_hand.resample_records(reader.read(ordinals)["samples"], *RESAMPLE)
 
 
+_ALONE_LABELS = {"resample": f"resample by {RESAMPLE[0]}/{RESAMPLE[1]}"}
 #: (key, label, how to open it, at one thread only): the rows of one kind of record, in table order.
 ROWS: list[tuple[str, str, Callable[[str, int, int], Step], bool]] = [
     ("plain", "BatchReader.read", plain, False),
-    ("reader", "the chain inside the read (augment=)", in_reader, False),
+    ("reader", "the chain inside the read (augment=)", in_reader(), False),
     ("torch", "the read, then the chain in torch ops over the batch", torch_batch, False),
     ("numpy", "the read, then the chain record by record in numpy", numpy_records, False),
-    (
-        "reader_resample",
-        f"resample by {RESAMPLE[0]}/{RESAMPLE[1]} inside the read (augment=)",
-        lambda root, threads, repeat: in_reader(root, threads, repeat, resample=True),
-        True,
-    ),
     (
         "scipy_resample",
         f"the read, then resample_poly(x, {RESAMPLE[0]}, {RESAMPLE[1]}) record by record",
         scipy_resample,
         True,
     ),
+] + [
+    (f"alone_{name}", f"{_ALONE_LABELS.get(name, name)} alone inside the read", in_reader(name), True)
+    for name in ALONE
 ]
 
 
-def _pass(steps: dict[str, Step], batches: Sequence[np.ndarray]) -> dict[str, float]:
-    """Records/s of each row over `batches`, the rows taking each batch in turn after one untimed."""
-    held: dict[str, Any] = {}
-    for key, step in steps.items():
-        held[key] = step(batches[0])
-    spent = dict.fromkeys(steps, 0.0)
-    for batch in batches:
-        for key, step in steps.items():
-            started = time.perf_counter()
-            held[key] = step(batch)
-            spent[key] += time.perf_counter() - started
-    held.clear()
-    records = sum(len(batch) for batch in batches)
-    return {key: records / seconds for key, seconds in spent.items()}
+def _pass(
+    opens: dict[str, Callable[[], Step]], batches: Sequence[np.ndarray], first: int
+) -> dict[str, float]:
+    """Records/s of each row over `batches`, each row opened afresh and warmed by one untimed batch.
+
+    A row reads whole epochs of the batches until MIN_SECONDS have passed, so
+    that the fastest are not timed on a few milliseconds. The rows run one
+    after another, starting with the `first` (over the repeats, none always
+    runs first or after the same row): taking batches in turns instead would
+    let one row's leftovers (torch's worker threads spinning after an op)
+    fall on the next row's batches.
+    """
+    keys = list(opens)
+    per_epoch = sum(len(batch) for batch in batches)
+    rates: dict[str, float] = {}
+    for key in keys[first % len(keys) :] + keys[: first % len(keys)]:
+        step = opens[key]()
+        held = step(batches[0])
+        records, started = 0, time.perf_counter()
+        while not records or time.perf_counter() - started < MIN_SECONDS:
+            for batch in batches:
+                held = step(batch)
+            records += per_epoch
+        rates[key] = records / (time.perf_counter() - started)
+        del held, step
+    return rates
 
 
 def _torch_threads(threads: int | None) -> int | None:
@@ -308,10 +358,18 @@ def rows(
                 }
                 opens = {key: open_row for key, _, open_row, _ in ROWS if key in mine}
                 for repeat in range(repeats):
-                    rate = _pass({key: opens[key](kind.root, count_threads, repeat) for key in mine}, order)
+                    rate = _pass(
+                        {
+                            key: functools.partial(opens[key], kind.root, count_threads, repeat)
+                            for key in mine
+                        },
+                        order,
+                        first=repeat,
+                    )
                     for key, row in mine.items():
                         row.rates.append(rate[key])
                         row.ratios.append(rate[key] / rate["plain"])
+                        row.added.append(1e6 / rate[key] - 1e6 / rate["plain"])
                 by_threads[count_threads] = mine
                 table += mine.values()
             comparisons += _compare(kind, by_threads, threads)
@@ -345,7 +403,7 @@ def _compare(
     found.append(
         over(
             f"{kind.name}, 1 thread: resample inside the read over resample_poly",
-            one["reader_resample"],
+            one["alone_resample"],
             one["scipy_resample"],
         )
     )
@@ -369,14 +427,15 @@ def _compare(
 
 def table(found: Sequence[AugmentRow]) -> str:
     lines = [
-        "| records | threads | row | records/s | of the plain read | spread | repeats (records/s) |",
-        "|---|---:|---|---:|---:|---:|---|",
+        "| records | threads | row | records/s | of the plain read | µs a record over it | spread "
+        "| repeats (records/s) |",
+        "|---|---:|---|---:|---:|---:|---:|---|",
     ]
     for row in found:
         spread = "-" if row.spread is None else f"{row.spread:.2f}"
         each = ", ".join(f"{value:,.0f}" for value in row.rates)
-        rate, ratio = f"{row.rate:,.0f}", f"{row.ratio:.2f}"
-        cells = [row.records, str(row.threads), row.label, rate, ratio, spread, each]
+        rate, ratio, added = f"{row.rate:,.0f}", f"{row.ratio:.2f}", f"{row.added_us:.1f}"
+        cells = [row.records, str(row.threads), row.label, rate, ratio, added, spread, each]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -413,7 +472,7 @@ def main(config: Any) -> str:
     text = (
         f"`{config.command}`: shuffled batches of {config.batch_size}, warm page cache; "
         + "; ".join(f"{kind.name}: {kind.description}" for kind in kinds)
-        + f". Medians of {REPEATS} repeats, each by fresh readers, the rows taking batches in turns; "
+        + f". Medians of {REPEATS} repeats, each row by a fresh reader; "
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end.\n\n"
         f"{table(found)}\n\n{comparison_table(comparisons)}\n"
     )
