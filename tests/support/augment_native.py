@@ -24,9 +24,9 @@ def kinds_of(steps: Sequence[Step]) -> np.ndarray:
 
 
 def params_of(rows_steps: Sequence[Sequence[Step]]) -> np.ndarray:
-    return np.array([[list(map(float, params)) for _, params in steps] for steps in rows_steps], dtype=np.float64).reshape(
-        len(rows_steps), len(rows_steps[0]), 4
-    )
+    return np.array(
+        [[list(map(float, params)) for _, params in steps] for steps in rows_steps], dtype=np.float64
+    ).reshape(len(rows_steps), len(rows_steps[0]), 4)
 
 
 def stored(record: np.ndarray, dtype: str) -> np.ndarray:
@@ -91,7 +91,9 @@ def run(
     return ref.as_complex(out), params
 
 
-def expected(record: np.ndarray, steps: Sequence[Step], window: tuple[int, int] | None = None, **noise) -> np.ndarray:
+def expected(
+    record: np.ndarray, steps: Sequence[Step], window: tuple[int, int] | None = None, **noise
+) -> np.ndarray:
     """The reference: the chain on the whole record, then the window (the record's own length without one)."""
     full = ref.apply(record, steps, **noise)
     start, length = window if window is not None else (0, record.shape[-1])
@@ -105,7 +107,9 @@ def signal(channels: int, length: int, seed: int = 0) -> np.ndarray:
     out = np.zeros((channels, length), dtype=np.complex128)
     for c in range(channels):
         for _ in range(3):
-            out[c] += rng.uniform(0.2, 0.6) * np.exp(2j * np.pi * (rng.uniform(-0.4, 0.4) * n + rng.uniform()))
+            out[c] += rng.uniform(0.2, 0.6) * np.exp(
+                2j * np.pi * (rng.uniform(-0.4, 0.4) * n + rng.uniform())
+            )
         white = rng.normal(size=length) + 1j * rng.normal(size=length)
         out[c] += 0.3 * np.convolve(white, np.ones(8) / 8, mode="same")
     return out
