@@ -68,11 +68,12 @@ def draw(
     length = np.asarray(record_lengths, dtype=np.int64)
     rate = np.asarray(sample_rate, dtype=np.float64)
     contexts: list[Context] = []
+    stored = dict(stored_snr)
     for position, step in enumerate(chain.transforms):
         lengths[:, position] = length
         rates[:, position] = rate
         uniforms = _native.augment_draw(seed, epoch, ordinals, position, 1 + step.draw_count)
-        context = Context(sample_rate=rate, stored_snr=dict(stored_snr), rate_known=rate_known)
+        context = Context(sample_rate=rate, stored_snr=stored, rate_known=rate_known)
         contexts.append(context)
         applied = uniforms[:, 0] < step.probability
         params[:, position, 0] = applied

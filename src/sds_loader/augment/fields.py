@@ -10,6 +10,7 @@ as complex (the same bytes), float64 pairs as complex128.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,7 +92,7 @@ def augmented_fields(
 def complex_rows(array: np.ndarray, pairs: bool) -> np.ndarray:
     """A batch array of one field as (rows, channels, samples) complex values, without a copy."""
     shape = array.shape[:-1] if pairs else array.shape
-    channels = int(np.prod(shape[1:-1], dtype=np.int64))
+    channels = math.prod(shape[1:-1])
     # Viewed as numpy's own complex dtype even when it is one already: a buffer
     # another library made may carry an equal dtype object that is not numpy's.
     wide = array.dtype.itemsize == (8 if pairs else 16)
