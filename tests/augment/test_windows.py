@@ -1,0 +1,70 @@
+"""Windows under a chain: a window's start is a position of the augmented record, a random crop
+draws it over the augmented record's length, and a window that does not fit is refused as a
+window of a stored record is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from augment_factory import COUNT, varied_length
+
+from sds_loader import BatchReader, Window
+from sds_loader.augment import Chain, Phase, Resample, TimeShift
+
+
+def test_random_crops_land_inside_the_resampled_record(varied: str) -> None:
+    chain = Chain([Resample(factor=(0.5, 0.7))], seed=3)
+    window = Window("time", 256, crop="random")
+    reader = BatchReader(varied, fields=("samples",), window=window, augment=chain, extras=("start",))
+    ordinals = list(range(COUNT))
+    batch = reader.read(ordinals, epoch=2)
+    final = batch["augment.0.resample.length"]
+    np.testing.assert_array_equal(
+        final,
+        np.ceil(np.array([varied_length(o) for o in ordinals]) * batch["augment.0.resample.factor"]).astype(
+            np.int64
+        ),
+    )
+    assert np.all(batch["start"] + 256 <= final)
+    np.testing.assert_array_equal(reader.window_starts(ordinals, seed=0, epoch=2), batch["start"])
+    assert not np.array_equal(reader.window_starts(ordinals, seed=0, epoch=3), batch["start"])
+
+
+def test_a_window_past_the_augmented_record_is_refused_or_padded(varied: str) -> None:
+    chain = Chain([Resample(factor=(0.5, 0.5))], seed=3)
+    # Record 0 holds 700 samples, 350 after the chain.
+    cut = BatchReader(varied, fields=("samples",), window=Window("time", 256), augment=chain)
+    with pytest.raises(
+        IndexError, match="record 0: window of 256 positions at start 200 does not fit in its 350"
+    ):
+        cut.read([0], starts=[200])
+    padded = BatchReader(varied, fields=("samples",), window=Window("time", 256, pad=True), augment=chain)
+    batch = padded.read([0], starts=[200])
+    assert batch["samples_length"].tolist() == [150]
+    assert not batch["samples"][0, 150:].any() and batch["samples"][0, :150].all()
+    with pytest.raises(IndexError, match="at start 350 does not fit"):
+        padded.read([0], starts=[350])
+
+
+def test_a_pointwise_chain_reads_the_window_it_is_given(varied: str) -> None:
+    """Explicit starts of a chain that keeps samples in place are the stored record's."""
+    window = Window("time", 128, pad=True)
+    plain = BatchReader(varied, fields=("samples",), window=window)
+    shifted = BatchReader(
+        varied, fields=("samples",), window=window, augment=Chain([Phase(radians=(1.0, 1.0))])
+    )
+    moved = BatchReader(
+        varied, fields=("samples",), window=window, augment=Chain([TimeShift(samples=(5, 5))])
+    )
+    starts = [650, 10, 40]  # record 0 (700 samples): a window past its end
+    ordinals = [0, 1, 2]
+    want = plain.read(ordinals, starts=starts)
+    got = shifted.read(ordinals, starts=starts)
+    np.testing.assert_allclose(got["samples"], want["samples"] * np.exp(1j), rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(got["samples_length"], want["samples_length"])
+    later = moved.read(ordinals, starts=[s + 5 for s in starts])
+    # The shift pushes the last 5 stored samples past the record's end: record 0 keeps 45 of its 50.
+    np.testing.assert_array_equal(later["samples"][1:], want["samples"][1:])
+    np.testing.assert_array_equal(later["samples"][0, :45], want["samples"][0, :45])
+    assert not later["samples"][0, 45:].any()
+    assert later["samples_length"].tolist() == [45, 128, 128]
