@@ -28,8 +28,8 @@ struct Plan {
   std::vector<AugmentSpan> spans;
 };
 
-Plan PlanRows(const AugmentSteps& chain, const double* params, size_t rows, const int64_t* out_start,
-              int64_t out_length, const int64_t* record_length) {
+Plan PlanRows(const AugmentSteps& chain, const double* params, size_t rows,
+              const int64_t* out_start, int64_t out_length, const int64_t* record_length) {
   if (out_length < 0 || out_length > kAugmentMaxLength) {
     Fail(ErrorKind::kArgument, "augmentation: a window of " + std::to_string(out_length) +
                                    " samples; it must lie in [0, 2^48]");
@@ -43,8 +43,9 @@ Plan PlanRows(const AugmentSteps& chain, const double* params, size_t rows, cons
     const double* row_params = params + row * chain.steps * kAugmentParams;
     CheckAugmentParams(chain.kinds, chain.steps, row_params, row);
     if (out_start[row] < -kAugmentMaxLength || out_start[row] > kAugmentMaxLength) {
-      Fail(ErrorKind::kArgument, "augmentation: row " + std::to_string(row) + " has a window start of " +
-                                     std::to_string(out_start[row]) + "; it must lie within +-2^48");
+      Fail(ErrorKind::kArgument, "augmentation: row " + std::to_string(row) +
+                                     " has a window start of " + std::to_string(out_start[row]) +
+                                     "; it must lie within +-2^48");
     }
     int64_t* lengths = &plan.lengths[row * width];
     AugmentSpan* spans = &plan.spans[row * width];
@@ -66,9 +67,10 @@ void CheckSources(const AugmentBatch& batch, const Plan& plan) {
     if (first < -kAugmentMaxLength || first > kAugmentMaxLength || start < first ||
         end - first > batch.source_samples) {
       Fail(ErrorKind::kArgument,
-           "augmentation: row " + std::to_string(row) + " needs samples [" + std::to_string(start) + ", " +
-               std::to_string(end) + ") of its record, but its source holds [" + std::to_string(first) + ", " +
-               std::to_string(first + batch.source_samples) + "); read the span augment_spans gives");
+           "augmentation: row " + std::to_string(row) + " needs samples [" + std::to_string(start) +
+               ", " + std::to_string(end) + ") of its record, but its source holds [" +
+               std::to_string(first) + ", " + std::to_string(first + batch.source_samples) +
+               "); read the span augment_spans gives");
     }
   }
 }
@@ -94,16 +96,17 @@ void RunRows(const AugmentBatch& batch, const Plan& plan, size_t threads) {
       }
     }
   };
-  const size_t helpers = std::min(threads == 0 ? size_t{0} : threads - 1, batch.rows > 0 ? batch.rows - 1 : 0);
+  const size_t helpers =
+      std::min(threads == 0 ? size_t{0} : threads - 1, batch.rows > 0 ? batch.rows - 1 : 0);
   Workers().Run(helpers, task);
   if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace
 
-void AugmentSpans(const AugmentSteps& chain, const double* params, size_t rows, const int64_t* out_start,
-                  int64_t out_length, const int64_t* record_length, int64_t* src_start, int64_t* src_length,
-                  int64_t* final_length) {
+void AugmentSpans(const AugmentSteps& chain, const double* params, size_t rows,
+                  const int64_t* out_start, int64_t out_length, const int64_t* record_length,
+                  int64_t* src_start, int64_t* src_length, int64_t* final_length) {
   const Plan plan = PlanRows(chain, params, rows, out_start, out_length, record_length);
   const size_t width = chain.steps + 1;
   for (size_t row = 0; row < rows; ++row) {
@@ -117,8 +120,8 @@ void AugmentApply(const AugmentBatch& batch, size_t threads) {
   if (batch.source_samples < 0 || batch.out_samples < 0) {
     Fail(ErrorKind::kArgument, "augmentation: negative sample counts");
   }
-  const Plan plan = PlanRows(batch.chain, batch.params, batch.rows, batch.out_start, batch.out_samples,
-                             batch.record_length);
+  const Plan plan = PlanRows(batch.chain, batch.params, batch.rows, batch.out_start,
+                             batch.out_samples, batch.record_length);
   CheckSources(batch, plan);
   if (batch.rows == 0 || batch.channels == 0) return;
   if (batch.wide) {

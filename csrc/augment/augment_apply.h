@@ -24,9 +24,9 @@ struct AugmentSteps {
 // record the window [out_start, out_start + out_length) of its final record
 // needs (possibly reaching outside the record, whose samples are zero), and
 // the final record's length. `params` is rows * steps * 4, checked.
-void AugmentSpans(const AugmentSteps& chain, const double* params, size_t rows, const int64_t* out_start,
-                  int64_t out_length, const int64_t* record_length, int64_t* src_start, int64_t* src_length,
-                  int64_t* final_length);
+void AugmentSpans(const AugmentSteps& chain, const double* params, size_t rows,
+                  const int64_t* out_start, int64_t out_length, const int64_t* record_length,
+                  int64_t* src_start, int64_t* src_length, int64_t* final_length);
 
 struct AugmentBatch {
   AugmentSteps chain;

@@ -12,12 +12,14 @@ namespace {
 
 [[noreturn]] void Refuse(size_t row, size_t step, int32_t kind, const std::string& what) {
   Fail(ErrorKind::kArgument, "augmentation: row " + std::to_string(row) + ", transform " +
-                                 std::to_string(step) + " (" + AugmentKindName(kind) + "): " + what);
+                                 std::to_string(step) + " (" + AugmentKindName(kind) +
+                                 "): " + what);
 }
 
 void NeedFinite(double value, const char* name, size_t row, size_t step, int32_t kind) {
   if (!std::isfinite(value)) {
-    Refuse(row, step, kind, std::string(name) + " is " + std::to_string(value) + "; give a finite value");
+    Refuse(row, step, kind,
+           std::string(name) + " is " + std::to_string(value) + "; give a finite value");
   }
 }
 
@@ -37,8 +39,9 @@ int64_t Modulo(int64_t value, int64_t length) {
 }  // namespace
 
 const char* AugmentKindName(int32_t kind) {
-  static const char* const names[] = {"phase",  "frequency_shift", "time_shift",   "gain",    "noise",
-                                      "invert", "reverse",         "iq_imbalance", "resample"};
+  static const char* const names[] = {"phase",   "frequency_shift", "time_shift",
+                                      "gain",    "noise",           "invert",
+                                      "reverse", "iq_imbalance",    "resample"};
   return kind >= 1 && kind <= kAugmentKinds ? names[kind - 1] : "unknown";
 }
 
@@ -46,7 +49,8 @@ void CheckAugmentKinds(const int32_t* kinds, size_t steps) {
   for (size_t step = 0; step < steps; ++step) {
     if (kinds[step] < 1 || kinds[step] > kAugmentKinds) {
       Fail(ErrorKind::kArgument, "augmentation: transform " + std::to_string(step) + " has kind " +
-                                     std::to_string(kinds[step]) + "; the kinds are 1..9 (AUGMENT_KINDS)");
+                                     std::to_string(kinds[step]) +
+                                     "; the kinds are 1..9 (AUGMENT_KINDS)");
     }
   }
 }
@@ -67,19 +71,24 @@ void CheckAugmentParams(const int32_t* kinds, size_t steps, const double* params
       case kAugmentTimeShift:
         NeedFinite(p[1], "the shift", row, step, kind);
         if (p[1] != std::trunc(p[1]) || std::fabs(p[1]) > static_cast<double>(kAugmentMaxLength)) {
-          Refuse(row, step, kind, "the shift is " + std::to_string(p[1]) + "; give a whole number of samples within +-2^48");
+          Refuse(row, step, kind,
+                 "the shift is " + std::to_string(p[1]) +
+                     "; give a whole number of samples within +-2^48");
         }
         if (p[2] != 0.0 && p[2] != 1.0) {
-          Refuse(row, step, kind, "the mode is " + std::to_string(p[2]) + "; give 0 (zero fill) or 1 (circular)");
+          Refuse(row, step, kind,
+                 "the mode is " + std::to_string(p[2]) + "; give 0 (zero fill) or 1 (circular)");
         }
         break;
       case kAugmentGain:
         NeedFinite(p[1], "the amplitude", row, step, kind);
-        if (p[1] < 0.0) Refuse(row, step, kind, "the amplitude is negative; give a linear amplitude >= 0");
+        if (p[1] < 0.0)
+          Refuse(row, step, kind, "the amplitude is negative; give a linear amplitude >= 0");
         break;
       case kAugmentNoise:
         NeedFinite(p[1], "the target SNR (dB)", row, step, kind);
-        if (!std::isnan(p[2])) NeedFinite(p[2], "the stored SNR (dB, or NaN for none)", row, step, kind);
+        if (!std::isnan(p[2]))
+          NeedFinite(p[2], "the stored SNR (dB, or NaN for none)", row, step, kind);
         break;
       case kAugmentIqImbalance:
         NeedFinite(p[1], "the amplitude (dB)", row, step, kind);
@@ -88,7 +97,8 @@ void CheckAugmentParams(const int32_t* kinds, size_t steps, const double* params
       case kAugmentResample:
         NeedFinite(p[1], "the factor", row, step, kind);
         if (!(p[1] >= kAugmentMinFactor && p[1] <= kAugmentMaxFactor)) {
-          Refuse(row, step, kind, "the factor is " + std::to_string(p[1]) + "; give one in [1/1024, 1024]");
+          Refuse(row, step, kind,
+                 "the factor is " + std::to_string(p[1]) + "; give one in [1/1024, 1024]");
         }
         break;
       default:
@@ -100,8 +110,9 @@ void CheckAugmentParams(const int32_t* kinds, size_t steps, const double* params
 void AugmentStageLengths(const int32_t* kinds, size_t steps, const double* params,
                          int64_t record_length, size_t row, int64_t* lengths) {
   if (record_length < 0 || record_length > kAugmentMaxLength) {
-    Fail(ErrorKind::kArgument, "augmentation: row " + std::to_string(row) + " has a record length of " +
-                                   std::to_string(record_length) + "; it must lie in [0, 2^48]");
+    Fail(ErrorKind::kArgument, "augmentation: row " + std::to_string(row) +
+                                   " has a record length of " + std::to_string(record_length) +
+                                   "; it must lie in [0, 2^48]");
   }
   lengths[0] = record_length;
   for (size_t step = 0; step < steps; ++step) {
@@ -133,14 +144,18 @@ void AugmentStageSpans(const int32_t* kinds, size_t steps, const double* params,
           if (p[2] == 0.0) {
             // Outputs read shift samples back; clipping both sides first keeps
             // the sum inside int64 whatever the shift.
-            const int64_t lag = std::max(std::min(shift, before_length + inside.length), -(before_length + inside.length));
-            before = inside.length == 0 ? AugmentSpan{} : Clip(AugmentSpan{inside.start - lag, inside.length}, before_length);
+            const int64_t lag = std::max(std::min(shift, before_length + inside.length),
+                                         -(before_length + inside.length));
+            before = inside.length == 0
+                         ? AugmentSpan{}
+                         : Clip(AugmentSpan{inside.start - lag, inside.length}, before_length);
           } else if (inside.length == 0 || before_length == 0) {
             before = AugmentSpan{};
           } else {
-            const int64_t first = Modulo(inside.start - Modulo(shift, before_length), before_length);
+            const int64_t first =
+                Modulo(inside.start - Modulo(shift, before_length), before_length);
             before = first + inside.length <= before_length ? AugmentSpan{first, inside.length}
-                                                             : AugmentSpan{0, before_length};
+                                                            : AugmentSpan{0, before_length};
           }
           break;
         }

@@ -16,11 +16,11 @@ enum AugmentKind : int32_t {
   kAugmentFrequencyShift = 2,  // p1 cycles per sample, n the stage's absolute index
   kAugmentTimeShift = 3,       // p1 samples (integral), p2 0 zero fill / 1 circular
   kAugmentGain = 4,            // p1 linear amplitude
-  kAugmentNoise = 5,           // p1 target SNR dB, p2 stored SNR dB or NaN; out p2 SNR after, p3 sigma2
-  kAugmentInvert = 6,          // conj(x)
-  kAugmentReverse = 7,         // x[N-1-n]
-  kAugmentIqImbalance = 8,     // p1 amplitude dB, p2 phase radians
-  kAugmentResample = 9,        // p1 r = out rate / in rate
+  kAugmentNoise = 5,    // p1 target SNR dB, p2 stored SNR dB or NaN; out p2 SNR after, p3 sigma2
+  kAugmentInvert = 6,   // conj(x)
+  kAugmentReverse = 7,  // x[N-1-n]
+  kAugmentIqImbalance = 8,  // p1 amplitude dB, p2 phase radians
+  kAugmentResample = 9,     // p1 r = out rate / in rate
 };
 constexpr int32_t kAugmentKinds = 9;
 constexpr size_t kAugmentParams = 4;

@@ -28,12 +28,15 @@ struct Stage {
   R* data;
   int64_t stride;  // complex samples per channel
   AugmentSpan span;
-  R* at(size_t channel, int64_t index) const { return data + 2 * (channel * stride + (index - span.start)); }
+  R* at(size_t channel, int64_t index) const {
+    return data + 2 * (channel * stride + (index - span.start));
+  }
 };
 
 // Copies before's record indices [from, from + count) to after's [to, to + count).
 template <typename R>
-void CopyRun(const Stage<R>& before, const Stage<R>& after, size_t channels, int64_t from, int64_t to, int64_t count) {
+void CopyRun(const Stage<R>& before, const Stage<R>& after, size_t channels, int64_t from,
+             int64_t to, int64_t count) {
   if (count <= 0) return;
   for (size_t c = 0; c < channels; ++c) {
     std::memcpy(after.at(c, to), before.at(c, from), static_cast<size_t>(count) * 2 * sizeof(R));
@@ -41,8 +44,8 @@ void CopyRun(const Stage<R>& before, const Stage<R>& after, size_t channels, int
 }
 
 template <typename R>
-void TimeShift(const Stage<R>& before, const Stage<R>& after, size_t channels, int64_t length, int64_t shift,
-               bool circular) {
+void TimeShift(const Stage<R>& before, const Stage<R>& after, size_t channels, int64_t length,
+               int64_t shift, bool circular) {
   const AugmentSpan inside = Inside(after.span, length);
   if (inside.length == 0) return;
   if (!circular) {
@@ -76,12 +79,13 @@ void Reverse(const Stage<R>& before, const Stage<R>& after, size_t channels, int
 // The noise step: measured power, sigma2 and the SNR after, as the
 // interface defines them, then the noise keyed by record index and channel.
 template <typename R>
-void Noise(const AugmentBatch& batch, size_t row, size_t step, const Stage<R>& stage, int64_t length,
-           double* p) {
+void Noise(const AugmentBatch& batch, size_t row, size_t step, const Stage<R>& stage,
+           int64_t length, double* p) {
   const AugmentSpan inside = Inside(stage.span, length);
   double power = 0.0;
   if (inside.length > 0) {
-    for (size_t c = 0; c < batch.channels; ++c) power += SumPower(stage.at(c, inside.start), inside.length);
+    for (size_t c = 0; c < batch.channels; ++c)
+      power += SumPower(stage.at(c, inside.start), inside.length);
     power /= static_cast<double>(inside.length) * static_cast<double>(batch.channels);
   }
   const double target_db = p[1];
@@ -99,8 +103,9 @@ void Noise(const AugmentBatch& batch, size_t row, size_t step, const Stage<R>& s
   p[3] = sigma2;
   if (!(sigma2 > 0.0) || !std::isfinite(sigma2)) return;
   for (size_t c = 0; c < batch.channels; ++c) {
-    const uint64_t key = StreamKey(batch.seed, batch.epoch, static_cast<uint64_t>(batch.ordinals[row]),
-                                   static_cast<uint32_t>(step), kNoiseDomain, c);
+    const uint64_t key =
+        StreamKey(batch.seed, batch.epoch, static_cast<uint64_t>(batch.ordinals[row]),
+                  static_cast<uint32_t>(step), kNoiseDomain, c);
     AddNoise(stage.at(c, inside.start), inside.length, inside.start, key, sigma2);
   }
 }
@@ -112,8 +117,8 @@ bool Modulates(int32_t kind) {
 }  // namespace
 
 template <typename R>
-void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths, const AugmentSpan* spans,
-                std::vector<R>* scratch) {
+void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
+                const AugmentSpan* spans, std::vector<R>* scratch) {
   const size_t steps = batch.chain.steps;
   const int32_t* kinds = batch.chain.kinds;
   double* params = batch.params + row * steps * kAugmentParams;
@@ -126,13 +131,21 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths, c
   Stage<R> spare{scratch->data() + half, stride, spans[0]};
 
   // The source: the span's indices inside the record, zero elsewhere.
-  std::fill(current.data, current.data + half, R(0));
   const AugmentSpan loaded = Inside(spans[0], lengths[0]);
   const R* source = static_cast<const R*>(batch.source);
-  for (size_t c = 0; c < channels && loaded.length > 0; ++c) {
+  for (size_t c = 0; c < channels; ++c) {
+    R* const first = current.at(c, current.span.start);
+    R* const last = current.at(c, current.span.end());
+    if (loaded.length == 0) {
+      std::fill(first, last, R(0));
+      continue;
+    }
     const R* from = source + 2 * ((row * channels + c) * static_cast<size_t>(batch.source_samples) +
                                   static_cast<size_t>(loaded.start - batch.src_start[row]));
-    std::memcpy(current.at(c, loaded.start), from, static_cast<size_t>(loaded.length) * 2 * sizeof(R));
+    std::fill(first, current.at(c, loaded.start), R(0));
+    std::memcpy(current.at(c, loaded.start), from,
+                static_cast<size_t>(loaded.length) * 2 * sizeof(R));
+    std::fill(current.at(c, loaded.end()), last, R(0));
   }
 
   double amplitude = 1.0;
@@ -142,8 +155,8 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths, c
   auto flush = [&]() {
     if (!pending) return;
     for (size_t c = 0; c < channels; ++c) {
-      Modulate(current.at(c, current.span.start), current.span.length, current.span.start, amplitude, radians,
-               cycles);
+      Modulate(current.at(c, current.span.start), current.span.length, current.span.start,
+               amplitude, radians, cycles);
     }
     amplitude = 1.0;
     radians = 0.0;
@@ -168,7 +181,8 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths, c
         for (size_t c = 0; c < channels; ++c) Conjugate(current.at(c, current.span.start), samples);
         continue;
       case kAugmentIqImbalance:
-        for (size_t c = 0; c < channels; ++c) ImbalanceIq(current.at(c, current.span.start), samples, p[1], p[2]);
+        for (size_t c = 0; c < channels; ++c)
+          ImbalanceIq(current.at(c, current.span.start), samples, p[1], p[2]);
         continue;
       case kAugmentNoise:
         Noise(batch, row, step, current, lengths[step], p);
@@ -178,16 +192,21 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths, c
     }
     // A time step or a resample: from this stage's span to the next one's.
     spare.span = spans[step + 1];
-    std::fill(spare.data, spare.data + half, R(0));
+    if (kind != kAugmentResample) {  // the resampler writes every output, zero or not
+      for (size_t c = 0; c < channels; ++c) {
+        std::fill(spare.at(c, spare.span.start), spare.at(c, spare.span.end()), R(0));
+      }
+    }
     if (kind == kAugmentTimeShift) {
       TimeShift(current, spare, channels, lengths[step], static_cast<int64_t>(p[1]), p[2] != 0.0);
     } else if (kind == kAugmentReverse) {
       Reverse(current, spare, channels, lengths[step]);
     } else if (kind == kAugmentResample) {
       for (size_t c = 0; c < channels; ++c) {
-        ResampleSpan(current.span.length > 0 ? current.at(c, current.span.start) : current.data, current.span.start,
-                     current.span.length, lengths[step], p[1], spare.at(c, spare.span.start), spare.span.start,
-                     spare.span.length, lengths[step + 1]);
+        ResampleSpan(current.span.length > 0 ? current.at(c, current.span.start) : current.data,
+                     current.span.start, current.span.length, lengths[step], p[1],
+                     spare.at(c, spare.span.start), spare.span.start, spare.span.length,
+                     lengths[step + 1]);
       }
     }
     std::swap(current, spare);
@@ -197,7 +216,8 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths, c
   R* out = static_cast<R*>(batch.out);
   for (size_t c = 0; c < channels && batch.out_samples > 0; ++c) {
     std::memcpy(out + 2 * (row * channels + c) * static_cast<size_t>(batch.out_samples),
-                current.at(c, current.span.start), static_cast<size_t>(batch.out_samples) * 2 * sizeof(R));
+                current.at(c, current.span.start),
+                static_cast<size_t>(batch.out_samples) * 2 * sizeof(R));
   }
 }
 

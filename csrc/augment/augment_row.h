@@ -19,8 +19,8 @@ namespace sdsl {
 // spans[steps] its window) are checked; `scratch` is reused between rows.
 // R is float (complex64) or double (complex128).
 template <typename R>
-void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths, const AugmentSpan* spans,
-                std::vector<R>* scratch);
+void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
+                const AugmentSpan* spans, std::vector<R>* scratch);
 
 }  // namespace sdsl
 

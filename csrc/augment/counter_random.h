@@ -34,7 +34,9 @@ uint64_t StreamKey(uint64_t seed, uint64_t epoch, uint64_t ordinal, uint32_t pos
                    uint64_t domain, uint64_t channel);
 
 // Draw `index` of the stream `key`: 64 random bits.
-inline uint64_t StreamBits(uint64_t key, uint64_t index) { return Mix64(key + (index + 1) * kGolden); }
+inline uint64_t StreamBits(uint64_t key, uint64_t index) {
+  return Mix64(key + (index + 1) * kGolden);
+}
 
 // The top 53 bits of a draw as a double in [0, 1).
 inline double UnitDouble(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }

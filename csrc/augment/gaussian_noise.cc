@@ -6,7 +6,6 @@
 #include "augment/counter_random.h"
 #include "augment/vector_clones.h"
 
-
 namespace sdsl {
 namespace {
 
@@ -30,8 +29,8 @@ inline float Log(float u) {
   // Below sqrt(1/2) (0x3f3504f3), 2m - 1 and one less in the exponent: the
   // sign of an integer difference, not a comparison, so that the loop
   // vectorises (m * 0 and m * 1 are exact).
-  const float low = static_cast<float>(
-      static_cast<int32_t>(static_cast<uint32_t>(static_cast<int32_t>(mantissa - 0x3f3504f3u) >> 31) & 1u));
+  const float low = static_cast<float>(static_cast<int32_t>(
+      static_cast<uint32_t>(static_cast<int32_t>(mantissa - 0x3f3504f3u) >> 31) & 1u));
   const float exponent = static_cast<float>(static_cast<int32_t>((bits >> 23) & 0xff) - 126) - low;
   const float x = (m - 1.0f) + m * low;
   const float z = x * x;
@@ -63,11 +62,14 @@ void GaussianPairs(uint64_t key, uint64_t first, size_t count, float* re, float*
     const float u1 = (static_cast<float>(high) + 0.5f) * 0x1.0p-24f;
     const float radius = std::sqrt(-2.0f * Log(u1));
     const uint32_t quadrant = angle >> 22;
-    const float offset = (static_cast<float>(static_cast<int32_t>(angle & 0x3fffffu)) + 0.5f) * 0x1.0p-22f;
+    const float offset =
+        (static_cast<float>(static_cast<int32_t>(angle & 0x3fffffu)) + 0.5f) * 0x1.0p-22f;
     const float y = (offset - 0.5f) * 1.57079632679489662f;  // in (-pi/4, pi/4)
     const float z = y * y;
     const float s = y + y * z * ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f);
-    const float c = 1.0f - 0.5f * z + z * z * ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f);
+    const float c =
+        1.0f - 0.5f * z +
+        z * z * ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f);
     // The angle is quadrant * pi/2 + y: rotate (c, s) by whole quarter turns
     // (swap them in odd quadrants, flip signs), with bit masks.
     const uint32_t odd = 0u - (quadrant & 1u);

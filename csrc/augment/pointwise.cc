@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "augment/gaussian_noise.h"
+#include "augment/vector_clones.h"
 
 namespace sdsl {
 namespace {
@@ -21,10 +22,10 @@ void Phasor(double cycles, int64_t n, double* re, double* im) {
   *im = std::sin(angle);
 }
 
-}  // namespace
-
 template <typename R>
-void Modulate(R* x, int64_t count, int64_t first, double amplitude, double radians, double cycles) {
+inline __attribute__((always_inline)) void ModulateBody(R* x, int64_t count, int64_t first,
+                                                        double amplitude, double radians,
+                                                        double cycles) {
   if (count <= 0) return;
   // The block's phasors exp(j 2 pi cycles k), k < 64, by recurrence in float64.
   double step_re = 0;
@@ -38,8 +39,10 @@ void Modulate(R* x, int64_t count, int64_t first, double amplitude, double radia
     table_re[k] = table_re[k - 1] * step_re - table_im[k - 1] * step_im;
     table_im[k] = table_re[k - 1] * step_im + table_im[k - 1] * step_re;
   }
-  const double block_re = table_re[kPhasorBlock - 1] * step_re - table_im[kPhasorBlock - 1] * step_im;
-  const double block_im = table_re[kPhasorBlock - 1] * step_im + table_im[kPhasorBlock - 1] * step_re;
+  const double block_re =
+      table_re[kPhasorBlock - 1] * step_re - table_im[kPhasorBlock - 1] * step_im;
+  const double block_im =
+      table_re[kPhasorBlock - 1] * step_im + table_im[kPhasorBlock - 1] * step_re;
   R tr[kPhasorBlock];
   R ti[kPhasorBlock];
   for (int64_t k = 0; k < kPhasorBlock; ++k) {
@@ -78,12 +81,13 @@ void Modulate(R* x, int64_t count, int64_t first, double amplitude, double radia
 }
 
 template <typename R>
-void Conjugate(R* x, int64_t count) {
+inline __attribute__((always_inline)) void ConjugateBody(R* x, int64_t count) {
   for (int64_t k = 0; k < count; ++k) x[2 * k + 1] = -x[2 * k + 1];
 }
 
 template <typename R>
-void ImbalanceIq(R* x, int64_t count, double amplitude_db, double radians) {
+inline __attribute__((always_inline)) void ImbalanceIqBody(R* x, int64_t count, double amplitude_db,
+                                                           double radians) {
   const R a = static_cast<R>(std::pow(10.0, amplitude_db / 20.0));
   const R c = static_cast<R>(std::cos(radians));
   const R s = static_cast<R>(std::sin(radians));
@@ -96,26 +100,25 @@ void ImbalanceIq(R* x, int64_t count, double amplitude_db, double radians) {
 }
 
 template <typename R>
-double SumPower(const R* x, int64_t count) {
-  double sums[4] = {0, 0, 0, 0};
+inline __attribute__((always_inline)) double SumPowerBody(const R* x, int64_t count) {
+  // Eight running sums of float64 squares, each in order, so the result is
+  // the same whatever vector width runs it.
+  double sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const int64_t values = 2 * count;
   int64_t k = 0;
-  for (; k + 4 <= count; k += 4) {
-    for (int64_t lane = 0; lane < 4; ++lane) {
-      const double re = x[2 * (k + lane)];
-      const double im = x[2 * (k + lane) + 1];
-      sums[lane] += re * re + im * im;
+  for (; k + 8 <= values; k += 8) {
+    for (int lane = 0; lane < 8; ++lane) {
+      const double value = static_cast<double>(x[k + lane]);
+      sums[lane] += value * value;
     }
   }
-  for (; k < count; ++k) {
-    const double re = x[2 * k];
-    const double im = x[2 * k + 1];
-    sums[0] += re * re + im * im;
-  }
-  return (sums[0] + sums[1]) + (sums[2] + sums[3]);
+  for (; k < values; ++k) sums[k % 8] += static_cast<double>(x[k]) * static_cast<double>(x[k]);
+  return ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]));
 }
 
 template <typename R>
-void AddNoise(R* x, int64_t count, int64_t first, uint64_t key, double sigma2) {
+inline __attribute__((always_inline)) void AddNoiseBody(R* x, int64_t count, int64_t first,
+                                                        uint64_t key, double sigma2) {
   const R scale = static_cast<R>(std::sqrt(sigma2 / 2.0));
   float re[kNoiseBlock];
   float im[kNoiseBlock];
@@ -130,14 +133,55 @@ void AddNoise(R* x, int64_t count, int64_t first, uint64_t key, double sigma2) {
   }
 }
 
-#define SDSL_POINTWISE(R)                                                    \
-  template void Modulate<R>(R*, int64_t, int64_t, double, double, double);  \
-  template void Conjugate<R>(R*, int64_t);                                   \
-  template void ImbalanceIq<R>(R*, int64_t, double, double);                 \
-  template double SumPower<R>(const R*, int64_t);                            \
-  template void AddNoise<R>(R*, int64_t, int64_t, uint64_t, double);
-SDSL_POINTWISE(float)
-SDSL_POINTWISE(double)
+// Each kernel compiled for each vector width (vector_clones.h), for float
+// and double, behind the templates the header declares.
+#define SDSL_POINTWISE(R, Suffix)                                                                \
+  SDSL_VECTOR_CLONES void Modulate##Suffix(R* x, int64_t count, int64_t first, double amplitude, \
+                                           double radians, double cycles) {                      \
+    ModulateBody(x, count, first, amplitude, radians, cycles);                                   \
+  }                                                                                              \
+  SDSL_VECTOR_CLONES void Conjugate##Suffix(R* x, int64_t count) { ConjugateBody(x, count); }    \
+  SDSL_VECTOR_CLONES void ImbalanceIq##Suffix(R* x, int64_t count, double amplitude_db,          \
+                                              double radians) {                                  \
+    ImbalanceIqBody(x, count, amplitude_db, radians);                                            \
+  }                                                                                              \
+  SDSL_VECTOR_CLONES double SumPower##Suffix(const R* x, int64_t count) {                        \
+    return SumPowerBody(x, count);                                                               \
+  }                                                                                              \
+  SDSL_VECTOR_CLONES void AddNoise##Suffix(R* x, int64_t count, int64_t first, uint64_t key,     \
+                                           double sigma2) {                                      \
+    AddNoiseBody(x, count, first, key, sigma2);                                                  \
+  }
+SDSL_POINTWISE(float, Float)
+SDSL_POINTWISE(double, Double)
+#undef SDSL_POINTWISE
+
+}  // namespace
+
+#define SDSL_POINTWISE(R, Suffix)                                                         \
+  template <>                                                                             \
+  void Modulate<R>(R * x, int64_t count, int64_t first, double amplitude, double radians, \
+                   double cycles) {                                                       \
+    Modulate##Suffix(x, count, first, amplitude, radians, cycles);                        \
+  }                                                                                       \
+  template <>                                                                             \
+  void Conjugate<R>(R * x, int64_t count) {                                               \
+    Conjugate##Suffix(x, count);                                                          \
+  }                                                                                       \
+  template <>                                                                             \
+  void ImbalanceIq<R>(R * x, int64_t count, double amplitude_db, double radians) {        \
+    ImbalanceIq##Suffix(x, count, amplitude_db, radians);                                 \
+  }                                                                                       \
+  template <>                                                                             \
+  double SumPower<R>(const R* x, int64_t count) {                                         \
+    return SumPower##Suffix(x, count);                                                    \
+  }                                                                                       \
+  template <>                                                                             \
+  void AddNoise<R>(R * x, int64_t count, int64_t first, uint64_t key, double sigma2) {    \
+    AddNoise##Suffix(x, count, first, key, sigma2);                                       \
+  }
+SDSL_POINTWISE(float, Float)
+SDSL_POINTWISE(double, Double)
 #undef SDSL_POINTWISE
 
 }  // namespace sdsl

@@ -46,10 +46,12 @@ struct KernelBank {
     std::vector<double> exact((kResamplePhases + 1) * kBankTaps, 0.0);
     for (int q = 0; q <= kResamplePhases; ++q) {
       for (int j = 0; j < kBankTaps; ++j) {
-        const double z = kResamplePassband * (static_cast<double>(q) / kResamplePhases - (j - kBankCentre));
+        const double z =
+            kResamplePassband * (static_cast<double>(q) / kResamplePhases - (j - kBankCentre));
         const double ratio = z / kResampleZeroCrossings;
         if (std::fabs(ratio) > 1.0) continue;
-        const double window = BesselI0(kResampleKaiserBeta * std::sqrt(std::max(0.0, 1.0 - ratio * ratio))) / norm;
+        const double window =
+            BesselI0(kResampleKaiserBeta * std::sqrt(std::max(0.0, 1.0 - ratio * ratio))) / norm;
         const double sinc = z == 0.0 ? 1.0 : std::sin(M_PI * z) / (M_PI * z);
         exact[q * kBankTaps + j] = sinc * window;
       }
@@ -99,7 +101,8 @@ using Lanes = typename LanesOf<R>::type;
 
 // The bank's taps at `phase` in [0, 1), interpolated between its rows.
 template <typename R>
-inline __attribute__((always_inline)) void Weights(const KernelBank<R>& bank, double phase, R* weights) {
+inline __attribute__((always_inline)) void Weights(const KernelBank<R>& bank, double phase,
+                                                   R* weights) {
   const double position = phase * kResamplePhases;
   const int row = std::min(static_cast<int>(position), kResamplePhases - 1);
   const R fraction = static_cast<R>(position - row);
@@ -110,8 +113,9 @@ inline __attribute__((always_inline)) void Weights(const KernelBank<R>& bank, do
 
 // The body of ResampleSpan, compiled into each vector width's copy.
 template <typename R>
-inline __attribute__((always_inline)) void ResampleBody(const R* in, int64_t in_start, int64_t in_length,
-                                                        int64_t input_length, double r, R* out, int64_t out_start,
+inline __attribute__((always_inline)) void ResampleBody(const R* in, int64_t in_start,
+                                                        int64_t in_length, int64_t input_length,
+                                                        double r, R* out, int64_t out_start,
                                                         int64_t out_length, int64_t output_length) {
   const KernelBank<R>& bank = Bank<R>();
   std::fill(out, out + 2 * std::max<int64_t>(out_length, 0), R(0));
@@ -187,29 +191,37 @@ inline __attribute__((always_inline)) void ResampleBody(const R* in, int64_t in_
 }
 
 SDSL_VECTOR_CLONES
-void ResampleFloat(const float* in, int64_t in_start, int64_t in_length, int64_t input_length, double r, float* out,
-                   int64_t out_start, int64_t out_length, int64_t output_length) {
-  ResampleBody<float>(in, in_start, in_length, input_length, r, out, out_start, out_length, output_length);
+void ResampleFloat(const float* in, int64_t in_start, int64_t in_length, int64_t input_length,
+                   double r, float* out, int64_t out_start, int64_t out_length,
+                   int64_t output_length) {
+  ResampleBody<float>(in, in_start, in_length, input_length, r, out, out_start, out_length,
+                      output_length);
 }
 
 SDSL_VECTOR_CLONES
-void ResampleDouble(const double* in, int64_t in_start, int64_t in_length, int64_t input_length, double r,
-                    double* out, int64_t out_start, int64_t out_length, int64_t output_length) {
-  ResampleBody<double>(in, in_start, in_length, input_length, r, out, out_start, out_length, output_length);
+void ResampleDouble(const double* in, int64_t in_start, int64_t in_length, int64_t input_length,
+                    double r, double* out, int64_t out_start, int64_t out_length,
+                    int64_t output_length) {
+  ResampleBody<double>(in, in_start, in_length, input_length, r, out, out_start, out_length,
+                       output_length);
 }
 
 }  // namespace
 
 template <>
-void ResampleSpan<float>(const float* in, int64_t in_start, int64_t in_length, int64_t input_length, double r,
-                         float* out, int64_t out_start, int64_t out_length, int64_t output_length) {
-  ResampleFloat(in, in_start, in_length, input_length, r, out, out_start, out_length, output_length);
+void ResampleSpan<float>(const float* in, int64_t in_start, int64_t in_length, int64_t input_length,
+                         double r, float* out, int64_t out_start, int64_t out_length,
+                         int64_t output_length) {
+  ResampleFloat(in, in_start, in_length, input_length, r, out, out_start, out_length,
+                output_length);
 }
 
 template <>
-void ResampleSpan<double>(const double* in, int64_t in_start, int64_t in_length, int64_t input_length, double r,
-                          double* out, int64_t out_start, int64_t out_length, int64_t output_length) {
-  ResampleDouble(in, in_start, in_length, input_length, r, out, out_start, out_length, output_length);
+void ResampleSpan<double>(const double* in, int64_t in_start, int64_t in_length,
+                          int64_t input_length, double r, double* out, int64_t out_start,
+                          int64_t out_length, int64_t output_length) {
+  ResampleDouble(in, in_start, in_length, input_length, r, out, out_start, out_length,
+                 output_length);
 }
 
 }  // namespace sdsl
