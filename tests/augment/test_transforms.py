@@ -189,3 +189,28 @@ def test_a_frequency_shift_in_hz_uses_the_axis_sample_rate(captures: str) -> Non
     )
     assert np.all(np.abs(batch["augment.0.frequency_shift.hz"]) <= 1e5)
     assert len(set(batch["augment.0.frequency_shift.hz"][[0, 2, 4]].tolist())) == 3
+
+
+def test_changed_metadata_comes_back_where_asked(captures: str) -> None:
+    chain = Chain(
+        [
+            FrequencyShift(hz=(-1e5, 1e5), retune=True, probability=0.5),
+            Resample(factor=(0.5, 2.0), probability=0.5),
+            Noise(snr_db=(0, 12), stored_snr="snr_db", probability=0.5),
+        ],
+        seed=8,
+        center_frequency="fc",
+        report=("sample_rate", "center_frequency", "snr_db"),
+    )
+    ordinals = list(range(24))
+    batch = BatchReader(captures, fields=("samples",), augment=chain).read(ordinals, epoch=1)
+    shifted = np.where(batch["augment.0.frequency_shift.applied"], batch["augment.0.frequency_shift.hz"], 0.0)
+    np.testing.assert_allclose(batch["augment.center_frequency"], 915e6 - shifted)
+    factor = np.where(batch["augment.1.resample.applied"], batch["augment.1.resample.factor"], 1.0)
+    np.testing.assert_allclose(batch["augment.sample_rate"], FS * factor)
+    stored_db = np.array([3.0 + o % 7 for o in ordinals])
+    noisy = batch["augment.2.noise.applied"]
+    np.testing.assert_array_equal(
+        batch["augment.snr_db"], np.where(noisy, batch["augment.2.noise.snr_after_db"], stored_db)
+    )
+    assert 0 < noisy.sum() < len(ordinals)

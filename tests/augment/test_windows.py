@@ -68,3 +68,51 @@ def test_a_pointwise_chain_reads_the_window_it_is_given(varied: str) -> None:
     np.testing.assert_array_equal(later["samples"][0, :45], want["samples"][0, :45])
     assert not later["samples"][0, 45:].any()
     assert later["samples_length"].tolist() == [45, 128, 128]
+
+
+def test_fields_the_chain_leaves_alone_are_cut_where_the_window_sits(tmp_path) -> None:
+    """A real field along the time axis beside the augmented one keeps the stored window at
+    the same start, while the complex field's window is of the shifted record."""
+    import signal_dataset as sds
+    from sds_factory import write_dataset
+
+    def make(ordinal: int) -> sds.Record:
+        n = 500 + 50 * ordinal
+        rng = np.random.default_rng(ordinal)
+        data = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(np.complex64)
+        mask = np.arange(n, dtype=np.float32) + 1000 * ordinal
+        return sds.Record(
+            id=f"m-{ordinal}",
+            fields={
+                "samples": sds.Field(data, axes=(sds.Axis("time", n),)),
+                "mask": sds.Field(mask, axes=(sds.Axis("time", n),)),
+            },
+            metadata={"label": ordinal},
+        )
+
+    root = str(tmp_path / "masked.sds")
+    write_dataset(root, 6, make)
+    window = Window("time", 100, crop="random", pad=True)
+    chain = Chain([TimeShift(samples=(-300, 300))], seed=1)
+    plain = BatchReader(root, window=window, targets=("label",))
+    augmented = BatchReader(root, window=window, targets=("label",), augment=chain, extras=("start",))
+    ordinals = [5, 0, 3, 1]
+    batch = augmented.read(ordinals, epoch=1)
+    want = plain.read(ordinals, starts=batch["start"])
+    np.testing.assert_array_equal(batch["mask"], want["mask"])
+    np.testing.assert_array_equal(batch["mask_length"], want["mask_length"])
+    np.testing.assert_array_equal(batch["label"], want["label"])
+    stored = sds.open(root)
+    for k, ordinal in enumerate(ordinals):
+        x = stored[ordinal]["samples"].data
+        shift = int(batch["augment.0.time_shift.samples"][k])
+        shifted = np.zeros_like(x)
+        if shift >= 0:
+            shifted[shift:] = x[: x.size - shift]
+        else:
+            shifted[:shift] = x[-shift:]
+        start = int(batch["start"][k])
+        expected = np.zeros(100, dtype=x.dtype)
+        part = shifted[start : start + 100]
+        expected[: part.size] = part
+        np.testing.assert_array_equal(batch["samples"][k], expected)
