@@ -38,7 +38,8 @@ def _number(text: str) -> float:
 
 def test_augment_bench_prints_and_writes_every_row(capsys, tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(augment_cost, "REPEATS", 1)
-    monkeypatch.setattr(augment_cost, "MIN_SECONDS", 0.0)
+    monkeypatch.setattr(augment_cost, "ROUNDS", 1)
+    monkeypatch.setattr(augment_cost, "ROUND_SECONDS", 0.0)
     out_dir = tmp_path / "results"
     argv = ["bench", "--augment", "--builtin-records", "32", "--batch-size", "8", "--batches", "2"]
     argv += ["--cache-dir", str(tmp_path / "cache"), "--out", str(out_dir), "--no-progress"]

@@ -16,10 +16,10 @@ complex64 captures (64 KiB, zstd); and, at 1 thread, resampling by 4/5
 inside the reader against the read then `scipy.signal.resample_poly` record
 by record. The hand-written chains are `augment_hand`'s.
 
-Every repeat opens each row's reader afresh, reads one untimed batch with
-it, then times it over the batches, so that no row is timed on state
-another has not got; the rows run one after another, each repeat starting
-one row later. A row keeps its last batch while it makes the next, as a
+Every repeat opens each row's reader afresh and reads one untimed batch
+with it, so that no row is timed on state another has not got; then the
+rows take turns, a few epochs each, so that load from other work falls on
+every row alike. A row keeps its last batch while it makes the next, as a
 training loop does. Each ratio is taken within a repeat, and the table
 gives medians over repeats with the spread of the rates: on a busy machine
 the spread says which figures to trust.
@@ -49,8 +49,9 @@ REPEATS = 3
 SAMPLE_RATE = 1e6
 #: Resampling by 4/5: a small ratio, which is scipy's polyphase filter at its cheapest.
 RESAMPLE = (4, 5)
-#: A row's timed pass reads whole epochs of its batches until it has taken at least this long.
-MIN_SECONDS = 0.3
+#: A repeat's rows take turns this many times, each turn whole epochs for at least ROUND_SECONDS.
+ROUNDS = 3
+ROUND_SECONDS = 0.1
 #: The 8 KiB records: this many complex64 samples each, written once beside the built-in datasets.
 FRAME_SAMPLES = 1024
 FRAME_VERSION = 1
@@ -293,27 +294,31 @@ def _pass(
 ) -> dict[str, float]:
     """Records/s of each row over `batches`, each row opened afresh and warmed by one untimed batch.
 
-    A row reads whole epochs of the batches until MIN_SECONDS have passed, so
-    that the fastest are not timed on a few milliseconds. The rows run one
-    after another, starting with the `first` (over the repeats, none always
-    runs first or after the same row): taking batches in turns instead would
-    let one row's leftovers (torch's worker threads spinning after an op)
-    fall on the next row's batches.
+    The rows then take turns, ROUNDS times, each reading whole epochs of the
+    batches until ROUND_SECONDS have passed (the order turning by one row a
+    round, starting at `first`): each row's time is spread over the whole
+    pass, so load from other work falls on every row alike, while a row's
+    leftovers (torch's worker threads spinning after an op) reach only the
+    start of the next row's turn, not every batch of it.
     """
     keys = list(opens)
     per_epoch = sum(len(batch) for batch in batches)
-    rates: dict[str, float] = {}
-    for key in keys[first % len(keys) :] + keys[: first % len(keys)]:
-        step = opens[key]()
-        held = step(batches[0])
-        records, started = 0, time.perf_counter()
-        while not records or time.perf_counter() - started < MIN_SECONDS:
-            for batch in batches:
-                held = step(batch)
-            records += per_epoch
-        rates[key] = records / (time.perf_counter() - started)
-        del held, step
-    return rates
+    steps = {key: opens[key]() for key in keys}
+    held = {key: step(batches[0]) for key, step in steps.items()}
+    records = dict.fromkeys(keys, 0)
+    spent = dict.fromkeys(keys, 0.0)
+    for turn in range(ROUNDS):
+        at = (first + turn) % len(keys)
+        for key in keys[at:] + keys[:at]:
+            step, done, started = steps[key], 0, time.perf_counter()
+            while not done or time.perf_counter() - started < ROUND_SECONDS:
+                for batch in batches:
+                    held[key] = step(batch)
+                done += per_epoch
+            spent[key] += time.perf_counter() - started
+            records[key] += done
+    held.clear()
+    return {key: records[key] / spent[key] for key in keys}
 
 
 def _torch_threads(threads: int | None) -> int | None:
@@ -472,7 +477,7 @@ def main(config: Any) -> str:
     text = (
         f"`{config.command}`: shuffled batches of {config.batch_size}, warm page cache; "
         + "; ".join(f"{kind.name}: {kind.description}" for kind in kinds)
-        + f". Medians of {REPEATS} repeats, each row by a fresh reader; "
+        + f". Medians of {REPEATS} repeats, each row by a fresh reader, the rows taking turns; "
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end.\n\n"
         f"{table(found)}\n\n{comparison_table(comparisons)}\n"
     )
