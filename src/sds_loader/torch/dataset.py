@@ -483,6 +483,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             extra += f", verify_checksums={self._verify!r}"
         if self._window is not None:
             extra += f", window={self._window!r}, seed={self._seed}"
+        if self._augment is not None:
+            extra += f", augment={self._augment!r}"
         if self._worker_blocks != DEFAULT_BLOCKS:
             extra += f", worker_blocks={self._worker_blocks}"
         return f"SDSTorchDataset({self._uri!r}, fields={self._fields!r}, targets={self._targets!r}{extra})"
