@@ -59,10 +59,10 @@ Plan PlanRows(const AugmentSteps& chain, const double* params, size_t rows,
 void CheckSources(const AugmentBatch& batch, const Plan& plan) {
   const size_t width = batch.chain.steps + 1;
   for (size_t row = 0; row < batch.rows; ++row) {
-    const AugmentSpan span = plan.spans[row * width];
-    const int64_t start = std::max<int64_t>(span.start, 0);
-    const int64_t end = std::min(span.end(), plan.lengths[row * width]);
-    if (end <= start) continue;
+    const AugmentSpan inside = plan.spans[row * width].Inside(plan.lengths[row * width]);
+    const int64_t start = inside.start;
+    const int64_t end = inside.end();
+    if (inside.length == 0) continue;
     const int64_t first = batch.src_start[row];
     if (first < -kAugmentMaxLength || first > kAugmentMaxLength || start < first ||
         end - first > batch.source_samples) {

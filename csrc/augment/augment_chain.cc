@@ -23,19 +23,6 @@ void NeedFinite(double value, const char* name, size_t row, size_t step, int32_t
   }
 }
 
-AugmentSpan Clip(AugmentSpan span, int64_t length) {
-  const int64_t start = std::max<int64_t>(span.start, 0);
-  const int64_t end = std::min<int64_t>(span.end(), length);
-  if (end <= start) return AugmentSpan{};
-  return AugmentSpan{start, end - start};
-}
-
-// ((value mod length) + length) mod length, for length > 0.
-int64_t Modulo(int64_t value, int64_t length) {
-  const int64_t rest = value % length;
-  return rest < 0 ? rest + length : rest;
-}
-
 }  // namespace
 
 const char* AugmentKindName(int32_t kind) {
@@ -137,7 +124,7 @@ void AugmentStageSpans(const int32_t* kinds, size_t steps, const double* params,
     const int64_t before_length = lengths[step];
     AugmentSpan before = after;
     if (p[0] != 0.0) {
-      const AugmentSpan inside = Clip(after, lengths[step + 1]);
+      const AugmentSpan inside = after.Inside(lengths[step + 1]);
       switch (kinds[step]) {
         case kAugmentTimeShift: {
           const int64_t shift = static_cast<int64_t>(p[1]);
@@ -148,12 +135,12 @@ void AugmentStageSpans(const int32_t* kinds, size_t steps, const double* params,
                                          -(before_length + inside.length));
             before = inside.length == 0
                          ? AugmentSpan{}
-                         : Clip(AugmentSpan{inside.start - lag, inside.length}, before_length);
+                         : AugmentSpan{inside.start - lag, inside.length}.Inside(before_length);
           } else if (inside.length == 0 || before_length == 0) {
             before = AugmentSpan{};
           } else {
             const int64_t first =
-                Modulo(inside.start - Modulo(shift, before_length), before_length);
+                AugmentModulo(inside.start - AugmentModulo(shift, before_length), before_length);
             before = first + inside.length <= before_length ? AugmentSpan{first, inside.length}
                                                             : AugmentSpan{0, before_length};
           }

@@ -46,7 +46,19 @@ struct AugmentSpan {
   int64_t start = 0;
   int64_t length = 0;
   int64_t end() const { return start + length; }
+  // The part inside a record of `record_length` samples ({0, 0} if none).
+  AugmentSpan Inside(int64_t record_length) const {
+    const int64_t first = start > 0 ? start : 0;
+    const int64_t last = end() < record_length ? end() : record_length;
+    return last > first ? AugmentSpan{first, last - first} : AugmentSpan{};
+  }
 };
+
+// value mod length in [0, length), for length > 0.
+inline int64_t AugmentModulo(int64_t value, int64_t length) {
+  const int64_t rest = value % length;
+  return rest < 0 ? rest + length : rest;
+}
 
 // Each stage's record length: lengths[0] = `record_length`, lengths[k + 1]
 // after step k (ceil(N_k r) for an applied resample); steps + 1 values.

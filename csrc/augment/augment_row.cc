@@ -11,17 +11,6 @@
 namespace sdsl {
 namespace {
 
-AugmentSpan Inside(AugmentSpan span, int64_t length) {
-  const int64_t start = std::max<int64_t>(span.start, 0);
-  const int64_t end = std::min<int64_t>(span.end(), length);
-  return end > start ? AugmentSpan{start, end - start} : AugmentSpan{};
-}
-
-int64_t Modulo(int64_t value, int64_t length) {
-  const int64_t rest = value % length;
-  return rest < 0 ? rest + length : rest;
-}
-
 // One row's channels at one stage: channel c's samples at 2 * c * stride.
 template <typename R>
 struct Stage {
@@ -46,7 +35,7 @@ void CopyRun(const Stage<R>& before, const Stage<R>& after, size_t channels, int
 template <typename R>
 void TimeShift(const Stage<R>& before, const Stage<R>& after, size_t channels, int64_t length,
                int64_t shift, bool circular) {
-  const AugmentSpan inside = Inside(after.span, length);
+  const AugmentSpan inside = after.span.Inside(length);
   if (inside.length == 0) return;
   if (!circular) {
     const int64_t start = std::max(inside.start, shift);
@@ -56,7 +45,7 @@ void TimeShift(const Stage<R>& before, const Stage<R>& after, size_t channels, i
   }
   // y[m] = x[(m - s) mod N]: runs cut where the source index wraps round.
   for (int64_t m = inside.start; m < inside.end();) {
-    const int64_t from = Modulo(m - Modulo(shift, length), length);
+    const int64_t from = AugmentModulo(m - AugmentModulo(shift, length), length);
     const int64_t count = std::min(inside.end() - m, length - from);
     CopyRun(before, after, channels, from, m, count);
     m += count;
@@ -65,7 +54,7 @@ void TimeShift(const Stage<R>& before, const Stage<R>& after, size_t channels, i
 
 template <typename R>
 void Reverse(const Stage<R>& before, const Stage<R>& after, size_t channels, int64_t length) {
-  const AugmentSpan inside = Inside(after.span, length);
+  const AugmentSpan inside = after.span.Inside(length);
   for (size_t c = 0; c < channels; ++c) {
     for (int64_t m = inside.start; m < inside.end(); ++m) {
       const R* x = before.at(c, length - 1 - m);
@@ -81,7 +70,7 @@ void Reverse(const Stage<R>& before, const Stage<R>& after, size_t channels, int
 template <typename R>
 void Noise(const AugmentBatch& batch, size_t row, size_t step, const Stage<R>& stage,
            int64_t length, double* p) {
-  const AugmentSpan inside = Inside(stage.span, length);
+  const AugmentSpan inside = stage.span.Inside(length);
   double power = 0.0;
   if (inside.length > 0) {
     for (size_t c = 0; c < batch.channels; ++c)
@@ -131,7 +120,7 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
   Stage<R> spare{scratch->data() + half, stride, spans[0]};
 
   // The source: the span's indices inside the record, zero elsewhere.
-  const AugmentSpan loaded = Inside(spans[0], lengths[0]);
+  const AugmentSpan loaded = spans[0].Inside(lengths[0]);
   const R* source = static_cast<const R*>(batch.source);
   for (size_t c = 0; c < channels; ++c) {
     R* const first = current.at(c, current.span.start);
