@@ -369,11 +369,15 @@ class BatchReader:
             raise ValueError("this reader has no window; make it with window=sds_loader.Window(...)")
         ordinals = normalize(indices, len(self))
         augment = self._augment
-        lengths = self._record_lengths
         if augment is not None and augment.chain.resamples:
             state = self.process_state()
-            lengths = lambda asked: augment.final_lengths(state, asked, checked_epoch(epoch))  # noqa: E731
-        return window_crop(window, ordinals, lengths, seed=seed, epoch=epoch)
+            drawn_epoch = checked_epoch(epoch)
+
+            def final(asked: np.ndarray) -> np.ndarray:
+                return augment.final_lengths(state, asked, drawn_epoch)
+
+            return window_crop(window, ordinals, final, seed=seed, epoch=epoch)
+        return window_crop(window, ordinals, self._record_lengths, seed=seed, epoch=epoch)
 
     def metadata(self, indices: Iterable[int] | np.ndarray, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """One array per metadata key over `indices`, from the metadata shards in one native read.

@@ -57,10 +57,6 @@ CASES = {
 }
 
 
-def stored(root: str, field: str) -> sds.Dataset:
-    return sds.open(root)
-
-
 def record(root: str, field: str, ordinal: int) -> np.ndarray:
     """The stored record as complex128, channels first, time last."""
     data = sds.open(root)[ordinal][field].data

@@ -79,7 +79,7 @@ def sample_rate_setting(value: object, argument: str = "sample_rate") -> SampleR
             f"or augment.SampleRate.axis({value!r}) for an axis's Coordinate"
         )
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return SampleRate.fixed(value)
+        return SampleRate.fixed(float(value))
     raise TypeError(f"Chain {argument} must be an augment.SampleRate, a number of Hz or None, not {value!r}")
 
 

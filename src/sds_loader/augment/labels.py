@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sds_loader.augment.chain import Chain
-from sds_loader.augment.draws import Drawn
+from sds_loader.augment.draws import Drawn, retuned
 
 #: The resampler's passband as a fraction of the lower rate's Nyquist band
 #: (csrc/augment/resampler.h, kResamplePassband).
@@ -137,7 +137,7 @@ def follow(
         work.alive &= (values[:, 1] - values[:, 0]) >= chain.keep_fraction * work.freq_full[field]
         if frequency_fields[field] == "absolute":
             assert center_frequency is not None
-            values += (center_frequency - _retuned(chain, drawn))[work.row_of][:, None]
+            values += (center_frequency - retuned(chain, drawn))[work.row_of][:, None]
     first = next(iter(work.time.values()))[:, 0] if work.time else np.zeros(work.source.size)
     order = np.lexsort((first, work.source))
     order = order[work.alive[order]]
@@ -151,12 +151,6 @@ def follow(
             out[field] = values[work.source[order]]
     new_counts = np.bincount(work.row_of[order], minlength=rows).astype(np.int64)
     return out, new_counts
-
-
-def _retuned(chain: Chain, drawn: Drawn) -> np.ndarray:
-    from sds_loader.augment.draws import retuned
-
-    return retuned(chain, drawn)
 
 
 def _pairs(name: str, field: str, values: np.ndarray, argument: str) -> np.ndarray:

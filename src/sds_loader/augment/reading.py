@@ -100,13 +100,14 @@ class Augmenter:
                     )
         names = tuple(item.name for item in self.fields)
         needs = list(chain.physical())
-        for spec in annotations:
-            if spec.frequencies:
-                needs.append(f"Annotations({spec.name!r}, frequencies=...)")
-            time_fields = [name for name, axis in spec.positions.items() if axis == self.axis]
+        for annotation in annotations:
+            if annotation.frequencies:
+                needs.append(f"Annotations({annotation.name!r}, frequencies=...)")
+            time_fields = [name for name, axis in annotation.positions.items() if axis == self.axis]
             if len(time_fields) > 1 and any(getattr(step, "circular", False) for step in chain.transforms):
                 raise ValueError(
-                    f"Annotations({spec.name!r}) declares {time_fields} as time positions; a circular time "
+                    f"Annotations({annotation.name!r}) declares {time_fields} as time positions; a circular "
+                    "time "
                     "shift splits an item in two, which only one positions field per set can follow: "
                     "read the others in a set of their own"
                 )

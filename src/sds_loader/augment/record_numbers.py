@@ -47,7 +47,7 @@ def axis_rate(document: Mapping[str, Any], fields: tuple[str, ...], axis: str, o
             if (
                 isinstance(step, bool)
                 or not isinstance(step, numbers.Real)
-                or not (step > 0 and math.isfinite(step))
+                or not (float(step) > 0 and math.isfinite(step))
             ):
                 raise MissingNumber(
                     f"record {ordinal}: axis {axis!r} of field {name!r} has a Coordinate step of {step!r}"
@@ -98,9 +98,10 @@ class RecordNumbers:
         return self._cached(state, slot, ordinals, fetch)
 
     def lengths(
-        self, state: ProcessState, ordinals: np.ndarray, axis: str, fields: tuple[str, ...]
+        self, state: ProcessState, ordinals: np.ndarray, axis: str, fields: tuple[str, ...] | None
     ) -> np.ndarray:
-        """Each ordinal's length along `axis` (the longest of `fields` carrying it), kept once read."""
+        """Each ordinal's length along `axis` (the longest of `fields` carrying it, all when None),
+        kept once read."""
         values = self._cached(
             state,
             ("length", axis, fields),
@@ -126,4 +127,4 @@ class RecordNumbers:
             wanted = np.unique(ordinals[unknown])
             kept[wanted] = fetch(wanted)
             values = kept[ordinals]
-        return values
+        return np.asarray(values, dtype=np.float64)
