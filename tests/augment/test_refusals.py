@@ -41,6 +41,7 @@ HOSTILE = [
     (lambda: FrequencyShift(hz=1, fraction=0.1), ValueError, "one of them"),
     (lambda: FrequencyShift(fraction=(-math.inf, 0)), ValueError, "fraction must be finite"),
     (lambda: TimeShift(samples=(0.5, 3)), ValueError, "whole numbers of samples"),
+    (lambda: TimeShift(samples=(0, 2**52)), ValueError, r"within \+-2\*\*48"),
     (lambda: TimeShift(samples=(0, 3), circular=1), TypeError, "circular must be True or False"),
     (lambda: IQImbalance(phase_degrees=(math.nan, 1)), ValueError, "phase_degrees must be finite"),
     (lambda: Chain([Phase(), "noise"]), TypeError, "takes sds_loader.augment transforms"),

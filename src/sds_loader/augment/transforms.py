@@ -33,6 +33,9 @@ KINDS = {
 #: span (and the kernel) thousands of times the window.
 FACTOR_LIMITS = (1.0 / 64.0, 64.0)
 
+#: The longest shift a `TimeShift` may draw (the core's longest record, 2**48 samples).
+MAX_SHIFT = float(2**48)
+
 Range = tuple[float, float]
 
 
@@ -200,8 +203,10 @@ class TimeShift(Transform):
             raise ValueError("TimeShift takes samples=(low, high) or seconds=(low, high), one of them")
         if self.samples is not None:
             bounds = checked_range("TimeShift", "samples", self.samples)
-            if any(value != int(value) or abs(value) >= 2.0**53 for value in bounds):
-                raise ValueError(f"TimeShift samples must be whole numbers of samples, not {self.samples!r}")
+            if any(value != int(value) or abs(value) > MAX_SHIFT for value in bounds):
+                raise ValueError(
+                    f"TimeShift samples must be whole numbers of samples within +-2**48, not {self.samples!r}"
+                )
             object.__setattr__(self, "samples", bounds)
         else:
             object.__setattr__(self, "seconds", checked_range("TimeShift", "seconds", self.seconds))
