@@ -116,3 +116,31 @@ def test_fields_the_chain_leaves_alone_are_cut_where_the_window_sits(tmp_path) -
         part = shifted[start : start + 100]
         expected[: part.size] = part
         np.testing.assert_array_equal(batch["samples"][k], expected)
+
+
+def test_by_default_a_chain_takes_the_complex_fields_and_leaves_float_pairs_beside_them(tmp_path) -> None:
+    import signal_dataset as sds
+    from sds_factory import write_dataset
+
+    def make(ordinal: int) -> sds.Record:
+        rng = np.random.default_rng(ordinal)
+        data = (rng.standard_normal(256) + 1j * rng.standard_normal(256)).astype(np.complex64)
+        pairs = rng.standard_normal((256, 2)).astype(np.float32)
+        return sds.Record(
+            id=f"p-{ordinal}",
+            fields={
+                "samples": sds.Field(data, axes=(sds.Axis("time", 256),)),
+                "limits": sds.Field(pairs, axes=(sds.Axis("time", 256), sds.Axis("bound", 2))),
+            },
+        )
+
+    root = str(tmp_path / "pairs_beside.sds")
+    write_dataset(root, 4, make)
+    plain = BatchReader(root).read([0, 1, 2, 3])
+    default = BatchReader(root, augment=[Phase(radians=(1.0, 1.0))]).read([0, 1, 2, 3])
+    np.testing.assert_array_equal(default["limits"], plain["limits"])
+    np.testing.assert_allclose(default["samples"], plain["samples"] * np.exp(1j), rtol=0, atol=1e-6)
+    both = BatchReader(root, augment=Chain([Phase(radians=(1.0, 1.0))], fields=("samples", "limits")))
+    turned = both.read([0, 1, 2, 3])["limits"]
+    pairs = plain["limits"][..., 0] + 1j * plain["limits"][..., 1]
+    np.testing.assert_allclose(turned[..., 0] + 1j * turned[..., 1], pairs * np.exp(1j), rtol=0, atol=1e-6)

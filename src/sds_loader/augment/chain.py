@@ -101,7 +101,8 @@ class Chain:
     """Transforms applied in order to every row of the fields named, natively, as each is read.
 
     - `fields`: the complex fields to augment (complex64, or real IQ pairs
-      with a trailing axis of 2); None: every such field the reader reads.
+      with a trailing axis of 2); None: every complex64 field the reader
+      reads, or, where it reads none, every pair field.
     - `seed`: keys every draw with the epoch, the record's ordinal and the
       transform's place; None: the seed of the `SDSTorchDataset` reading it
       (0 for a `BatchReader`).

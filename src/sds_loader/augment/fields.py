@@ -47,7 +47,8 @@ def augmented_fields(
     """The fields a chain augments among the reader's `specs` (record 0's `layout` gives axis names).
 
     `named` (Chain(fields=)) must all be read and augmentable; None takes
-    every augmentable field read. ValueError says which and why otherwise.
+    every complex64 field read, or where there is none every pair field.
+    ValueError says which and why otherwise.
     """
     by_name = {spec.name: spec for spec in specs}
     if named is not None:
@@ -65,7 +66,10 @@ def augmented_fields(
                 "(float32 or float64 with a trailing axis of 2); augment complex fields only"
             )
     else:
-        chosen = [spec for spec in specs if augmentable(spec)]
+        # Complex fields when there are any: a float pair field beside them is
+        # more likely a pair of something else (positions, limits) than IQ.
+        chosen = [spec for spec in specs if spec.dtype_name == "C64" and augmentable(spec)]
+        chosen = chosen or [spec for spec in specs if augmentable(spec)]
         if not chosen:
             shown = ", ".join(_describe(spec) for spec in specs) or "none"
             raise ValueError(
