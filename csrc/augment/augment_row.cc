@@ -99,6 +99,10 @@ void Noise(const AugmentBatch& batch, size_t row, size_t step, const Stage<R>& s
   }
 }
 
+bool MapsIndices(int32_t kind) {
+  return kind == kAugmentTimeShift || kind == kAugmentReverse || kind == kAugmentResample;
+}
+
 bool Modulates(int32_t kind) {
   return kind == kAugmentPhase || kind == kAugmentFrequencyShift || kind == kAugmentGain;
 }
@@ -112,11 +116,21 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
   const int32_t* kinds = batch.chain.kinds;
   double* params = batch.params + row * steps * kAugmentParams;
   const size_t channels = batch.channels;
+  // The last step that maps indices; after it every step works in place on
+  // the window, so that stage lives in the output row itself (and so does
+  // every stage of a chain without one): one copy fewer.
+  size_t last_map = steps;
+  for (size_t step = 0; step < steps; ++step) {
+    if (params[step * kAugmentParams] != 0.0 && MapsIndices(kinds[step])) last_map = step;
+  }
+  const Stage<R> window{
+      static_cast<R*>(batch.out) + 2 * row * channels * static_cast<size_t>(batch.out_samples),
+      batch.out_samples, spans[steps]};
   int64_t stride = 0;
   for (size_t k = 0; k <= steps; ++k) stride = std::max(stride, spans[k].length);
-  const size_t half = channels * static_cast<size_t>(stride) * 2;
+  const size_t half = last_map == steps ? 0 : channels * static_cast<size_t>(stride) * 2;
   if (scratch->size() < 2 * half) scratch->resize(2 * half);
-  Stage<R> current{scratch->data(), stride, spans[0]};
+  Stage<R> current = last_map == steps ? window : Stage<R>{scratch->data(), stride, spans[0]};
   Stage<R> spare{scratch->data() + half, stride, spans[0]};
 
   // The source: the span's indices inside the record, zero elsewhere.
@@ -180,6 +194,7 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
         break;
     }
     // A time step or a resample: from this stage's span to the next one's.
+    if (step == last_map) spare = window;
     spare.span = spans[step + 1];
     if (kind != kAugmentResample) {  // the resampler writes every output, zero or not
       for (size_t c = 0; c < channels; ++c) {
@@ -201,13 +216,6 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
     std::swap(current, spare);
   }
   flush();
-
-  R* out = static_cast<R*>(batch.out);
-  for (size_t c = 0; c < channels && batch.out_samples > 0; ++c) {
-    std::memcpy(out + 2 * (row * channels + c) * static_cast<size_t>(batch.out_samples),
-                current.at(c, current.span.start),
-                static_cast<size_t>(batch.out_samples) * 2 * sizeof(R));
-  }
 }
 
 template void AugmentRow<float>(const AugmentBatch&, size_t, const int64_t*, const AugmentSpan*,
