@@ -76,6 +76,7 @@ class Augmenter:
         self.annotations: tuple[Annotations, ...] = ()
         #: The layouts of a window's span read (a chain that moves samples), made on first use.
         self._spans: Layouts | None = None
+        self._key_names: tuple[str, ...] | None = None
 
     # -- when the reader is made -------------------------------------------
 
@@ -217,6 +218,8 @@ class Augmenter:
 
     def key_names(self) -> tuple[str, ...]:
         """The keys every batch gets from the chain, in order (those of a batch of no rows)."""
+        if self._key_names is not None:
+            return self._key_names
         none = np.zeros(0, dtype=np.int64)
         stored = {
             key: np.zeros(0) for step in self.chain.transforms if (key := getattr(step, "stored_snr", None))
@@ -231,7 +234,8 @@ class Augmenter:
             stored_snr=stored,
             rate_known=self.sample_rate is not None,
         )
-        return (*keys(self.chain, drawn), *reports(self.chain, drawn, np.zeros(0)))
+        self._key_names = (*keys(self.chain, drawn), *reports(self.chain, drawn, np.zeros(0)))
+        return self._key_names
 
     def record_lengths(self, state: ProcessState, ordinals: np.ndarray) -> np.ndarray:
         """Each record's stored length along the chain's time axis (kept once read)."""

@@ -259,6 +259,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
 
     def _augment_keys(self) -> tuple[str, ...]:
         """The keys of what the chain drew (and the metadata it changed), in the reader's order."""
+        if self._augment is None:
+            return ()
         return self._open().reader.augment_keys
 
     @property
