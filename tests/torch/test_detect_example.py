@@ -4,26 +4,14 @@ from __future__ import annotations
 
 import torch_required  # noqa: F401 - skips this module without torch
 
-import importlib.util
-import os
 import re
 
 import pytest
-from repo_paths import REPO
-
-EXAMPLE = os.path.join(REPO, "examples", "detect_bursts.py")
-
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("detect_bursts", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+from repo_paths import load_program
 
 
 def test_boxes_follow_and_detection_loss_falls(tmp_path, capsys) -> None:
-    example = load_example()
+    example = load_program("examples", "detect_bursts.py")
     root = tmp_path / "bursts"
     argv = ["--records", "256", "--epochs", "3", "--batch-size", "32", "--root", str(root)]
     found = example.main([*argv, "--num-workers", "2"])
@@ -47,7 +35,7 @@ def test_boxes_follow_and_detection_loss_falls(tmp_path, capsys) -> None:
 
 def test_the_grid_marks_the_cells_a_box_covers() -> None:
     torch = pytest.importorskip("torch")
-    example = load_example()
+    example = load_program("examples", "detect_bursts.py")
     nfft, cells = example.NFFT, example.NFFT // example.POOL
     # One row with a box over time cells 2..4 (half of cell 5 is not most of it) and the
     # frequency cells from -0.25 to 0: cells 4..7 of 16; a second row with none.

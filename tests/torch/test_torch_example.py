@@ -4,26 +4,14 @@ from __future__ import annotations
 
 import torch_required  # noqa: F401 - skips this module without torch
 
-import importlib.util
-import os
 import re
 
 import pytest
-from repo_paths import REPO
-
-EXAMPLE = os.path.join(REPO, "examples", "train_classifier.py")
-
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("train_classifier", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+from repo_paths import load_program
 
 
 def test_training_loss_falls(tmp_path, capsys) -> None:
-    example = load_example()
+    example = load_program("examples", "train_classifier.py")
     root = tmp_path / "captures"
     history = example.main(
         [

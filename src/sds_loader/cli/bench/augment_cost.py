@@ -12,9 +12,11 @@ ways and gives each as a share of the plain read's records/s:
 
 at 1 thread and at 2 (the reader's threads; torch's too), on records of
 1,024 complex64 samples (8 KiB, zstd) and on the built-in 2 x 4,096
-complex64 captures (64 KiB, zstd); and, at 1 thread, resampling by 4/5
-inside the reader against the read then `scipy.signal.resample_poly` record
-by record. The hand-written chains are `augment_hand`'s.
+complex64 captures (64 KiB, zstd); and, at 1 thread, each transform alone
+inside the read, resampling by 4/5 among them, against the read then
+`scipy.signal.resample_poly` record by record. Each row also says the
+microseconds a record it spends beyond the plain read: what a transform
+costs. The hand-written chains are `augment_hand`'s.
 
 Every repeat opens each row's reader afresh and reads one untimed batch
 with it, so that no row is timed on state another has not got; then the
@@ -29,9 +31,7 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,12 +40,12 @@ from typing import Any
 import numpy as np
 import signal_dataset as sds
 
-from sds_loader import BatchReader
+from sds_loader import BatchReader, augment
 from sds_loader.cli.bench import augment_hand, builtin
 from sds_loader.cli.bench import plan as planning
 
 REPEATS = 3
-#: The sample rate the chain's frequency shift is stated against (the records carry none).
+#: The sample rate the chain's frequency shift is stated against (the built-in captures state none).
 SAMPLE_RATE = 1e6
 #: Resampling by 4/5: a small ratio, which is scipy's polyphase filter at its cheapest.
 RESAMPLE = (4, 5)
@@ -133,32 +133,14 @@ def frame(ordinal: int) -> sds.Record:
 
 def ensure_frames(count: int, cache: str | None = None) -> str:
     """`count` 8 KiB records as signal_dataset's default (zstd) shards, written once under the cache."""
-    root = os.path.join(
-        builtin.cache_dir(cache), f"augment-v{FRAME_VERSION}-{count}x{FRAME_SAMPLES}-complex64-zstd"
+    name = f"augment-v{FRAME_VERSION}-{count}x{FRAME_SAMPLES}-complex64-zstd"
+    return builtin.write_once(
+        os.path.join(builtin.cache_dir(cache), name),
+        count,
+        frame,
+        per_shard=FRAMES_PER_SHARD,
+        dataset_id="sds-loader-augment-frames",
     )
-    try:
-        if len(sds.open(root)) == count:
-            return root
-    except Exception:  # noqa: BLE001 - anything unreadable is rebuilt
-        pass
-    building = f"{root}.building-{os.getpid()}"
-    shutil.rmtree(building, ignore_errors=True)
-    shards = [
-        sds.write_shard(
-            (frame(i) for i in range(first, min(first + FRAMES_PER_SHARD, count))),
-            building,
-            work_id=f"{n:06d}",
-        )
-        for n, first in enumerate(range(0, count, FRAMES_PER_SHARD))
-    ]
-    sds.publish(building, shards, dataset_id="sds-loader-augment-frames", snapshot_id="v1")
-    shutil.rmtree(root, ignore_errors=True)
-    try:
-        os.rename(building, root)
-    except OSError:
-        # Another process finished the same dataset first; theirs is as good.
-        shutil.rmtree(building, ignore_errors=True)
-    return root
 
 
 def datasets(records: int | None, cache: str | None, say: Callable[[str], None]) -> list[Records]:
@@ -192,13 +174,11 @@ ALONE = (
 )
 
 
-def reader_transforms(name: str = "chain") -> list[Any]:
+def reader_transforms(name: str = "chain") -> list[augment.Transform]:
     """The hand-written chain's four transforms (``"chain"``), or one of ALONE with the bench's ranges."""
-    from sds_loader import augment
-
     low, high = augment_hand.SHIFT_FRACTION
     factor = RESAMPLE[0] / RESAMPLE[1]
-    made = {
+    made: dict[str, Callable[[], augment.Transform]] = {
         "phase": lambda: augment.Phase(radians=augment_hand.PHASE_RADIANS),
         "frequency_shift": lambda: augment.FrequencyShift(hz=(low * SAMPLE_RATE, high * SAMPLE_RATE)),
         "time_shift": lambda: augment.TimeShift(samples=augment_hand.SHIFT_SAMPLES),
@@ -214,10 +194,8 @@ def reader_transforms(name: str = "chain") -> list[Any]:
     return [made[name]()]
 
 
-def reader_chain(name: str = "chain", *, seed: int = 0) -> Any:
+def reader_chain(name: str = "chain", *, seed: int = 0) -> augment.Chain:
     """The chain the reader applies (see `reader_transforms`), its frequency shift in Hz at SAMPLE_RATE."""
-    from sds_loader import augment
-
     return augment.Chain(reader_transforms(name), fields=("samples",), seed=seed, sample_rate=SAMPLE_RATE)
 
 
@@ -455,19 +433,12 @@ def comparison_table(found: Sequence[Comparison]) -> str:
 
 def main(config: Any) -> str:
     """Run the rows for `config` (a BenchConfig); write augment.md to its --out; return the tables."""
-    from sds_loader.cli.bench.run import results_dir
+    from sds_loader.cli.bench.run import results_file, stderr_lines
 
     if config.path is not None:
         raise ValueError("--augment times the chain on its own built-in datasets; leave out PATH")
-    out = results_dir(config.out)
-    written = os.path.join(out, "augment.md")
-    if os.path.lexists(written):
-        raise FileExistsError(
-            f"{written} holds an earlier run's rows; pass a new --out, or remove it to replace it"
-        )
-    say: Callable[[str], None] = (
-        (lambda line: print(line, file=sys.stderr, flush=True)) if config.progress else (lambda line: None)
-    )
+    written = results_file(config.out, "augment.md")
+    say = stderr_lines(config.progress)
     kinds = datasets(config.builtin_records, config.cache_dir, say)
     builtin.warm([kind.root for kind in kinds])
     threads = (1, config.threads or 2)
@@ -481,7 +452,7 @@ def main(config: Any) -> str:
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end.\n\n"
         f"{table(found)}\n\n{comparison_table(comparisons)}\n"
     )
-    os.makedirs(out, exist_ok=True)
+    os.makedirs(os.path.dirname(written), exist_ok=True)
     with open(written, "w", encoding="utf-8") as handle:
         handle.write(text)
     return f"{text}\nrows: {written}"

@@ -155,6 +155,44 @@ def short_capture(ordinal: int) -> sds.Record:
     return SHORT.record(ordinal)
 
 
+def write_once(
+    root: str,
+    count: int,
+    make: Callable[[int], sds.Record],
+    *,
+    per_shard: int,
+    dataset_id: str,
+    writer_options: str | None = None,
+) -> str:
+    """`root`, holding `count` records `make(ordinal)`, written unless a complete copy is there.
+
+    Built in a temporary sibling directory and renamed into place only when
+    complete, so an interrupted build is never mistaken for a cached one.
+    """
+    if _is_complete(root, count):
+        return root
+    building = f"{root}.building-{os.getpid()}"
+    shutil.rmtree(building, ignore_errors=True)
+    storage = sds.StorageOptions(writer_options=writer_options) if writer_options else None
+    shards = [
+        sds.write_shard(
+            (make(i) for i in range(first, min(first + per_shard, count))),
+            building,
+            work_id=f"{n:06d}",
+            options=storage,
+        )
+        for n, first in enumerate(range(0, count, per_shard))
+    ]
+    sds.publish(building, shards, dataset_id=dataset_id, snapshot_id="v1")
+    shutil.rmtree(root, ignore_errors=True)
+    try:
+        os.rename(building, root)
+    except OSError:
+        # Another process finished the same dataset first; theirs is as good.
+        shutil.rmtree(building, ignore_errors=True)
+    return root
+
+
 def warm(roots: Sequence[str]) -> None:
     """Read every file of the datasets at `roots` once, so that no timed row pays for the disk."""
     for root in roots:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -161,19 +160,12 @@ def rows(
 
 def main(config: Any) -> str:
     """Run the mixture rows for `config` (a BenchConfig); write mixture.md to its --out; return the table."""
-    from sds_loader.cli.bench.run import results_dir
+    from sds_loader.cli.bench.run import results_file, stderr_lines
 
     if config.path is not None:
         raise ValueError("--mixture mixes the built-in datasets; leave out PATH")
-    out = results_dir(config.out)
-    written = os.path.join(out, "mixture.md")
-    if os.path.lexists(written):
-        raise FileExistsError(
-            f"{written} holds an earlier run's rows; pass a new --out, or remove it to replace it"
-        )
-    say: Callable[[str], None] = (
-        (lambda line: print(line, file=sys.stderr, flush=True)) if config.progress else (lambda line: None)
-    )
+    written = results_file(config.out, "mixture.md")
+    say = stderr_lines(config.progress)
     # Only the members: the other built-in variants are not read here, so not written either.
     roots = builtin.ensure(
         config.builtin_records,
@@ -190,7 +182,7 @@ def main(config: Any) -> str:
         f"medians of {REPEATS} repeats, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the "
         f"end.\n\n{table(found)}\n"
     )
-    os.makedirs(out, exist_ok=True)
+    os.makedirs(os.path.dirname(written), exist_ok=True)
     with open(written, "w", encoding="utf-8") as handle:
         handle.write(text)
     return f"{text}\nrows: {written}"
