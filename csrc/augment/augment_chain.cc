@@ -23,6 +23,17 @@ void NeedFinite(double value, const char* name, size_t row, size_t step, int32_t
   }
 }
 
+// Finite, and within +-limit: past it the float64 arithmetic of a transform
+// (10^(dB/20), 2 pi f n) overflows or loses every digit.
+void NeedWithin(double value, double limit, const char* name, const char* range, size_t row,
+                size_t step, int32_t kind) {
+  NeedFinite(value, name, row, step, kind);
+  if (std::fabs(value) > limit) {
+    Refuse(row, step, kind,
+           std::string(name) + " is " + std::to_string(value) + "; give one within " + range);
+  }
+}
+
 }  // namespace
 
 const char* AugmentKindName(int32_t kind) {
@@ -52,8 +63,11 @@ void CheckAugmentParams(const int32_t* kinds, size_t steps, const double* params
     if (p[0] == 0.0) continue;
     switch (kind) {
       case kAugmentPhase:
+        NeedFinite(p[1], "the phase (radians)", row, step, kind);
+        break;
       case kAugmentFrequencyShift:
-        NeedFinite(p[1], "p1", row, step, kind);
+        NeedWithin(p[1], kAugmentMaxCycles, "the shift (cycles per sample)", "+-2^20", row, step,
+                   kind);
         break;
       case kAugmentTimeShift:
         NeedFinite(p[1], "the shift", row, step, kind);
@@ -68,17 +82,20 @@ void CheckAugmentParams(const int32_t* kinds, size_t steps, const double* params
         }
         break;
       case kAugmentGain:
-        NeedFinite(p[1], "the amplitude", row, step, kind);
+        NeedWithin(p[1], kAugmentMaxAmplitude, "the amplitude", "[0, 1e15] (300 dB)", row, step,
+                   kind);
         if (p[1] < 0.0)
           Refuse(row, step, kind, "the amplitude is negative; give a linear amplitude >= 0");
         break;
       case kAugmentNoise:
-        NeedFinite(p[1], "the target SNR (dB)", row, step, kind);
-        if (!std::isnan(p[2]))
-          NeedFinite(p[2], "the stored SNR (dB, or NaN for none)", row, step, kind);
+        NeedWithin(p[1], kAugmentMaxDecibels, "the target SNR (dB)", "+-300 dB", row, step, kind);
+        if (!std::isnan(p[2])) {
+          NeedWithin(p[2], kAugmentMaxDecibels, "the stored SNR (dB, or NaN for none)", "+-300 dB",
+                     row, step, kind);
+        }
         break;
       case kAugmentIqImbalance:
-        NeedFinite(p[1], "the amplitude (dB)", row, step, kind);
+        NeedWithin(p[1], kAugmentMaxDecibels, "the amplitude (dB)", "+-300 dB", row, step, kind);
         NeedFinite(p[2], "the phase (radians)", row, step, kind);
         break;
       case kAugmentResample:

@@ -30,7 +30,13 @@ const char* AugmentKindName(int32_t kind);
 
 // Longest record, at any stage, a chain may make or be given: 2^48 samples.
 constexpr int64_t kAugmentMaxLength = int64_t{1} << 48;
-// A resample factor outside [1/1024, 1024] is refused.
+// Past these a parameter is refused: decibels (an SNR, an IQ imbalance's
+// amplitude) beyond +-300 dB, a gain's amplitude beyond 1e15, a frequency
+// shift beyond +-2^20 cycles per sample (where 2 pi f n in float64 has no
+// digit left of its phase), a resample factor outside [1/1024, 1024].
+constexpr double kAugmentMaxDecibels = 300.0;
+constexpr double kAugmentMaxAmplitude = 1e15;
+constexpr double kAugmentMaxCycles = 1048576.0;
 constexpr double kAugmentMinFactor = 1.0 / 1024.0;
 constexpr double kAugmentMaxFactor = 1024.0;
 

@@ -17,8 +17,10 @@ struct Stage {
   R* data;
   int64_t stride;  // complex samples per channel
   AugmentSpan span;
+  // Where record index `index` of `channel` lives; only ever asked of an
+  // index inside the span (or one past its end).
   R* at(size_t channel, int64_t index) const {
-    return data + 2 * (channel * stride + (index - span.start));
+    return data + 2 * (static_cast<int64_t>(channel) * stride + (index - span.start));
   }
 };
 
@@ -155,11 +157,13 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
   double radians = 0.0;
   double cycles = 0.0;
   bool pending = false;
-  auto flush = [&]() {
-    if (!pending) return;
-    for (size_t c = 0; c < channels; ++c) {
-      Modulate(current.at(c, current.span.start), current.span.length, current.span.start,
-               amplitude, radians, cycles);
+  // Pointwise steps touch the samples inside the record only: outside it
+  // they stay zero whatever the multiplier (0 * inf would not).
+  auto flush = [&](int64_t length) {
+    const AugmentSpan inside = current.span.Inside(length);
+    for (size_t c = 0; c < channels && pending && inside.length > 0; ++c) {
+      Modulate(current.at(c, inside.start), inside.length, inside.start, amplitude, radians,
+               cycles);
     }
     amplitude = 1.0;
     radians = 0.0;
@@ -177,15 +181,17 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
       pending = true;
       continue;
     }
-    flush();
-    const int64_t samples = current.span.length;
+    flush(lengths[step]);
+    const AugmentSpan inside = current.span.Inside(lengths[step]);
+    if (inside.length == 0 && (kind == kAugmentInvert || kind == kAugmentIqImbalance)) continue;
     switch (kind) {
       case kAugmentInvert:
-        for (size_t c = 0; c < channels; ++c) Conjugate(current.at(c, current.span.start), samples);
+        for (size_t c = 0; c < channels; ++c) Conjugate(current.at(c, inside.start), inside.length);
         continue;
       case kAugmentIqImbalance:
-        for (size_t c = 0; c < channels; ++c)
-          ImbalanceIq(current.at(c, current.span.start), samples, p[1], p[2]);
+        for (size_t c = 0; c < channels; ++c) {
+          ImbalanceIq(current.at(c, inside.start), inside.length, p[1], p[2]);
+        }
         continue;
       case kAugmentNoise:
         Noise(batch, row, step, current, lengths[step], p);
@@ -215,7 +221,7 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
     }
     std::swap(current, spare);
   }
-  flush();
+  flush(lengths[steps]);
 }
 
 template void AugmentRow<float>(const AugmentBatch&, size_t, const int64_t*, const AugmentSpan*,

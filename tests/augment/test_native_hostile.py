@@ -53,11 +53,13 @@ def one_row(name, values):
 
 
 BAD = [
-    ("phase", [1, NAN, 0, 0], "p1 is nan"),
-    ("phase", [1, INF, 0, 0], "p1 is inf"),
-    ("frequency_shift", [1, -INF, 0, 0], "p1 is -inf"),
+    ("phase", [1, NAN, 0, 0], "the phase (radians) is nan"),
+    ("phase", [1, INF, 0, 0], "the phase (radians) is inf"),
+    ("frequency_shift", [1, -INF, 0, 0], "the shift (cycles per sample) is -inf"),
+    ("frequency_shift", [1, 2.0**21, 0, 0], "within +-2^20"),
     ("gain", [1, NAN, 0, 0], "amplitude"),
     ("gain", [1, -1.0, 0, 0], "negative"),
+    ("gain", [1, 1e16, 0, 0], "[0, 1e15] (300 dB)"),
     ("time_shift", [1, 1.5, 0, 0], "whole number"),
     ("time_shift", [1, NAN, 0, 0], "shift"),
     ("time_shift", [1, 2.0**60, 0, 0], "whole number"),
@@ -65,7 +67,10 @@ BAD = [
     ("noise", [1, NAN, NAN, 0], "target SNR"),
     ("noise", [1, INF, NAN, 0], "target SNR"),
     ("noise", [1, 10, INF, 0], "stored SNR"),
+    ("noise", [1, -301, NAN, 0], "+-300 dB"),
+    ("noise", [1, 10, 1e4, 0], "+-300 dB"),
     ("iq_imbalance", [1, NAN, 0, 0], "amplitude (dB)"),
+    ("iq_imbalance", [1, 400, 0, 0], "+-300 dB"),
     ("iq_imbalance", [1, 0, INF, 0], "phase (radians)"),
     ("resample", [1, 0.0, 0, 0], "[1/1024, 1024]"),
     ("resample", [1, -2.0, 0, 0], "[1/1024, 1024]"),

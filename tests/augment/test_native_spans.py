@@ -130,3 +130,13 @@ def test_the_reader_may_leave_outside_the_record_what_it_likes():
     got, _ = run([record], [steps], window=([-100], 500), garbage=np.float32(np.nan))
     want = expected(record, steps, (-100, 500))
     assert np.all(np.isfinite(got)) and ref.rms_error(got[0], want, record) < 1e-5
+
+
+def test_outside_the_record_a_window_stays_zero_whatever_the_chain_multiplies_by():
+    # Three gains of 1e15 overflow complex64 inside the record; outside it
+    # there is nothing to multiply (0 * inf would be NaN).
+    record = signal(1, 200, seed=3)
+    steps = [("gain", [1, 1e15, 0, 0]), ("iq_imbalance", [1, 300.0, 0.1, 0]), ("gain", [1, 1e15, 0, 0])]
+    got, _ = run([record], [steps], window=([-100], 400))
+    assert not np.any(got[0, :, :100]) and not np.any(got[0, :, 300:])
+    assert np.all(np.isinf(got[0, :, 100:300].real) | np.isnan(got[0, :, 100:300].real))
