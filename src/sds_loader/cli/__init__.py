@@ -434,6 +434,10 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.augment:
         from sds_loader.cli.bench import augment_cost
 
+        problem = augment_cost.unavailable()
+        if problem is not None:
+            print(problem, file=sys.stderr)
+            return 2
         print(augment_cost.main(config))
         return 0
     if args.loader:

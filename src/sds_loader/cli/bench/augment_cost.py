@@ -30,6 +30,7 @@ the spread says which figures to trust.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import statistics
 import time
@@ -431,12 +432,26 @@ def comparison_table(found: Sequence[Comparison]) -> str:
     return "\n".join(lines)
 
 
+def unavailable() -> str | None:
+    """Why the rows cannot run here (torch or scipy not installed), or None."""
+    missing = [name for name in ("torch", "scipy") if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return (
+        "bench --augment times the chain by hand in torch and resampling in scipy, and "
+        f"{' and '.join(missing)} is not installed: pip install 'sds-loader[torch,bench]'"
+    )
+
+
 def main(config: Any) -> str:
     """Run the rows for `config` (a BenchConfig); write augment.md to its --out; return the tables."""
     from sds_loader.cli.bench.run import results_file, stderr_lines
 
     if config.path is not None:
         raise ValueError("--augment times the chain on its own built-in datasets; leave out PATH")
+    problem = unavailable()
+    if problem is not None:
+        raise ModuleNotFoundError(problem)
     written = results_file(config.out, "augment.md")
     say = stderr_lines(config.progress)
     kinds = datasets(config.builtin_records, config.cache_dir, say)
