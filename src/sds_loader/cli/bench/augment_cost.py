@@ -445,7 +445,7 @@ def unavailable() -> str | None:
 
 def main(config: Any) -> str:
     """Run the rows for `config` (a BenchConfig); write augment.md to its --out; return the tables."""
-    from sds_loader.cli.bench.run import results_file, stderr_lines
+    from sds_loader.cli.bench.run import results_file, stderr_lines, write_results
 
     if config.path is not None:
         raise ValueError("--augment times the chain on its own built-in datasets; leave out PATH")
@@ -467,7 +467,4 @@ def main(config: Any) -> str:
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end.\n\n"
         f"{table(found)}\n\n{comparison_table(comparisons)}\n"
     )
-    os.makedirs(os.path.dirname(written), exist_ok=True)
-    with open(written, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return f"{text}\nrows: {written}"
+    return write_results(written, text)

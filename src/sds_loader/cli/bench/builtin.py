@@ -184,13 +184,18 @@ def write_once(
         for n, first in enumerate(range(0, count, per_shard))
     ]
     sds.publish(building, shards, dataset_id=dataset_id, snapshot_id="v1")
+    _into_place(building, root)
+    return root
+
+
+def _into_place(building: str, root: str) -> None:
+    """The complete dataset `building` renamed to `root`, replacing what was there."""
     shutil.rmtree(root, ignore_errors=True)
     try:
         os.rename(building, root)
     except OSError:
         # Another process finished the same dataset first; theirs is as good.
         shutil.rmtree(building, ignore_errors=True)
-    return root
 
 
 def warm(roots: Sequence[str]) -> None:
@@ -317,10 +322,5 @@ def ensure(
             building = f"{root}.building-{os.getpid()}"
             shutil.rmtree(building, ignore_errors=True)
             _write(building, variant, _variant_count(variant, count), bar)
-            shutil.rmtree(root, ignore_errors=True)
-            try:
-                os.rename(building, root)
-            except OSError:
-                # Another process finished the same dataset first; theirs is as good.
-                shutil.rmtree(building, ignore_errors=True)
+            _into_place(building, root)
     return roots

@@ -160,7 +160,7 @@ def rows(
 
 def main(config: Any) -> str:
     """Run the mixture rows for `config` (a BenchConfig); write mixture.md to its --out; return the table."""
-    from sds_loader.cli.bench.run import results_file, stderr_lines
+    from sds_loader.cli.bench.run import results_file, stderr_lines, write_results
 
     if config.path is not None:
         raise ValueError("--mixture mixes the built-in datasets; leave out PATH")
@@ -182,10 +182,7 @@ def main(config: Any) -> str:
         f"medians of {REPEATS} repeats, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the "
         f"end.\n\n{table(found)}\n"
     )
-    os.makedirs(os.path.dirname(written), exist_ok=True)
-    with open(written, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return f"{text}\nrows: {written}"
+    return write_results(written, text)
 
 
 def table(found: Sequence[MixtureRow]) -> str:

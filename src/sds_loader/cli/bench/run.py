@@ -263,6 +263,14 @@ def results_file(out: str | None, name: str) -> str:
     return written
 
 
+def write_results(written: str, text: str) -> str:
+    """`text` into the results file `written` (see results_file); what the command prints."""
+    os.makedirs(os.path.dirname(written), exist_ok=True)
+    with open(written, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return f"{text}\nrows: {written}"
+
+
 def stderr_lines(enabled: bool) -> Callable[[str], None]:
     """What a bench says as it goes: whole lines to stderr, or nothing (--no-progress)."""
     if not enabled:
