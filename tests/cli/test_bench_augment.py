@@ -6,6 +6,7 @@ from __future__ import annotations
 from torch_required import torch
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -195,3 +196,12 @@ def test_the_hand_written_chain_is_the_readers_chain(tmp_path) -> None:
     # And it is the records the bench timed: 8 KiB of complex64.
     spec = sds.open(root).record_metadata[0].fields["samples"]
     assert np.dtype(spec.dtype) == np.complex64 and tuple(spec.shape) == (augment_cost.FRAME_SAMPLES,)
+
+
+def test_augment_bench_says_what_it_needs_where_torch_is_missing(capsys, tmp_path, monkeypatch) -> None:
+    # A module set to None in sys.modules is one Python's import system will not find.
+    monkeypatch.setitem(sys.modules, "torch", None)
+    argv = ["bench", "--augment", "--no-progress", "--out", str(tmp_path / "o"), "--cache-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert "torch is not installed: pip install 'sds-loader[torch,bench]'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
