@@ -33,8 +33,8 @@ double BesselI0(double x) {
 // at offsets phase - k (phase that of m / r), a downsampler scatters an
 // input to the outputs at offsets k - phase (phase that of r i), both spaced
 // by kResamplePassband zero crossings in the lower rate's samples.
-constexpr int kBankTaps = 40;
-constexpr int kBankCentre = 19;
+constexpr int kBankTaps = 36;
+constexpr int kBankCentre = 17;
 
 template <typename R>
 struct KernelBank {
@@ -178,13 +178,27 @@ inline __attribute__((always_inline)) void ResampleBody(const R* in, int64_t in_
     const int64_t base = static_cast<int64_t>(whole) - kBankCentre;  // output of weight 0
     const int64_t low = std::max<int64_t>(first_out - base, 0);
     const int64_t high = std::min<int64_t>(end_out - base, kBankTaps);
+    if (high <= low) continue;
+    for (int64_t j = 0; j < kBankTaps; ++j) {
+      paired[2 * j] = weights[j];
+      paired[2 * j + 1] = weights[j];
+    }
     const R xr = in[2 * (i - in_start)];
     const R xi = in[2 * (i - in_start) + 1];
-    R* y = out + 2 * (base - out_start);
-    for (int64_t j = low; j < high; ++j) {
-      y[2 * j] += weights[j] * xr;
-      y[2 * j + 1] += weights[j] * xi;
+    const Lanes<R> sample = {xr, xi, xr, xi, xr, xi, xr, xi};
+    R* y = out + 2 * (base + low - out_start);
+    const R* w = paired + 2 * low;
+    const int64_t values = 2 * (high - low);
+    int64_t e = 0;
+    for (; e + 8 <= values; e += 8) {
+      Lanes<R> yv;
+      Lanes<R> wv;
+      std::memcpy(&yv, y + e, sizeof yv);
+      std::memcpy(&wv, w + e, sizeof wv);
+      yv += wv * sample;
+      std::memcpy(y + e, &yv, sizeof yv);
     }
+    for (; e < values; ++e) y[e] += w[e] * (e % 2 == 0 ? xr : xi);
   }
   const R scale = static_cast<R>(kResamplePassband * r);
   for (int64_t k = 2 * (first_out - out_start); k < 2 * (end_out - out_start); ++k) out[k] *= scale;
