@@ -11,7 +11,11 @@ epochs, printing loss and accuracy per epoch.
 The loader is the one a real training script would use: batches are read in
 one native call each and handed on by `sds_loader.torch.collate` without a
 copy; with CUDA, batches are allocated page-locked so the DataLoader's pin step
-has nothing left to do.
+has nothing left to do. The training captures are augmented as they are read
+(`augment_chain`: a random phase, a carrier offset, a circular time shift and
+noise that brings each capture to a random SNR below the one it has), in
+the read's own threads; `set_epoch` draws them afresh each epoch, the same
+in every worker. Validation reads the captures as stored.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, random_split
+from torch.utils.data import DataLoader, Subset, random_split
 
+from sds_loader import augment
 from sds_loader.cli.synthetic import MODULATIONS, write_captures
 from sds_loader.torch import SDSTorchDataset, collate
 
@@ -56,6 +61,31 @@ class Classifier(nn.Module):
         return self.head(self.features(x).flatten(1))
 
 
+# -- the augmentation -----------------------------------------------------------
+
+
+def augment_chain(seed: int) -> augment.Chain:
+    """What each training capture goes through as it is read, drawn per (seed, epoch, capture).
+
+    The captures state no sample rate, so the offset is a fraction of it. The
+    noise is relative to the SNR each capture's metadata states (`snr_db`):
+    it lowers the SNR to the drawn one, and leaves a capture already below
+    it as it is.
+    """
+    return augment.Chain(
+        [
+            augment.Phase(),
+            augment.FrequencyShift(fraction=(-0.02, 0.02)),
+            augment.TimeShift(samples=(-32, 32), circular=True),
+            augment.Noise(snr_db=(0.0, 20.0), stored_snr="snr_db", probability=0.5),
+        ],
+        seed=seed,
+    )
+
+
+#: The batch key saying, per row, whether the chain's noise (its fourth transform) was added.
+NOISED = "augment.3.noise.applied"
+
 # -- training -------------------------------------------------------------------
 
 
@@ -72,6 +102,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--length", type=int, default=256, help="samples per capture")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-augment", action="store_true", help="train on the captures as stored")
     return parser.parse_args(argv)
 
 
@@ -91,11 +122,16 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, float]]:
 def train(root: str, args: argparse.Namespace) -> list[dict[str, float]]:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     pin = device.type == "cuda"
-    dataset = SDSTorchDataset(root, pin_memory=pin)
-    held_out = max(1, len(dataset) // 5)
-    train_set, val_set = random_split(
-        dataset, [len(dataset) - held_out, held_out], generator=torch.Generator().manual_seed(args.seed)
+    chain = None if args.no_augment else augment_chain(args.seed)
+    augmented = SDSTorchDataset(root, pin_memory=pin, augment=chain)
+    stored = SDSTorchDataset(root, pin_memory=pin)
+    held_out = max(1, len(stored) // 5)
+    train_part, val_part = random_split(
+        range(len(stored)),
+        [len(stored) - held_out, held_out],
+        generator=torch.Generator().manual_seed(args.seed),
     )
+    train_set, val_set = Subset(augmented, list(train_part)), Subset(stored, list(val_part))
     common = dict(
         batch_size=args.batch_size,
         num_workers=args.num_workers,
@@ -114,8 +150,9 @@ def train(root: str, args: argparse.Namespace) -> list[dict[str, float]]:
     history: list[dict[str, float]] = []
     for epoch in range(1, args.epochs + 1):
         started = time.perf_counter()
+        augmented.set_epoch(epoch)  # new draws, in every worker
         model.train()
-        total_loss, correct, seen = 0.0, 0, 0
+        total_loss, correct, seen, noised = 0.0, 0, 0, 0.0
         for batch in train_loader:
             inputs = batch["inputs"].to(device, non_blocking=True)
             target = batch["target"].to(device, non_blocking=True)
@@ -127,6 +164,9 @@ def train(root: str, args: argparse.Namespace) -> list[dict[str, float]]:
             total_loss += loss.item() * target.shape[0]
             correct += int((logits.argmax(1) == target).sum())
             seen += target.shape[0]
+            # Each batch says what was drawn for each row: here, whether noise was added.
+            if NOISED in batch:
+                noised += float(batch[NOISED].sum())
         val_accuracy = evaluate(model, val_loader, device)
         elapsed = time.perf_counter() - started
         row = {
@@ -135,11 +175,13 @@ def train(root: str, args: argparse.Namespace) -> list[dict[str, float]]:
             "accuracy": correct / seen,
             "val_accuracy": val_accuracy,
             "records_per_s": (seen + held_out) / elapsed,
+            "noised": noised / seen,
         }
         history.append(row)
         print(
             f"epoch {epoch}/{args.epochs}  loss {row['loss']:.4f}  accuracy {row['accuracy']:.3f}  "
-            f"val_accuracy {row['val_accuracy']:.3f}  ({row['records_per_s']:.0f} records/s)",
+            f"val_accuracy {row['val_accuracy']:.3f}  noised {row['noised']:.2f}  "
+            f"({row['records_per_s']:.0f} records/s)",
             flush=True,
         )
     return history

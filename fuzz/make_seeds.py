@@ -9,7 +9,9 @@ OUT_DIR/datasets, then cuts seeds for each target into OUT_DIR/<target>/:
   each target reads first;
 * fuzz_simple_chunk: each simple chunk's data, behind the 16 header bytes the
   target reads first (num_records, decoded_data_size);
-* fuzz_safetensors: whole SafeTensors records, as signal_dataset wrote them.
+* fuzz_safetensors: whole SafeTensors records, as signal_dataset wrote them;
+* fuzz_augment: augmentation chains (no shard): the options byte, record
+  length, window, each step's kind and parameters, then sample bytes.
 
 Seeds are generated, never committed; only small crasher regressions live in
 fuzz/regressions/<target>/.
@@ -78,7 +80,33 @@ def chunk_data(file_bytes: bytes, chunk) -> bytes:
     )
 
 
+#: (options, record length, window start, window length, [(kind, params)]) of
+#: each augmentation seed; options' low 3 bits are the steps less one, bit 3
+#: complex128, bits 4-5 the channels less one, bit 6 two threads.
+AUGMENT_SEEDS = [
+    (
+        0x03,
+        1024,
+        0,
+        1024,
+        [(1, [1, 0.3, 0, 0]), (2, [1, 0.01, 0, 0]), (3, [1, 17, 0, 0]), (5, [1, 10, float("nan"), 0])],
+    ),
+    (0x5B, 900, -50, 300, [(3, [1, 400, 1, 0]), (9, [1, 1.3, 0, 0]), (7, [1, 0, 0, 0]), (5, [1, 3, 20, 0])]),
+    (0x41, 500, 10, 200, [(9, [1, 0.37, 0, 0]), (6, [1, 0, 0, 0])]),
+    (0x2A, 700, 650, 100, [(8, [1, 1.5, 0.2, 0]), (4, [1, 2.0, 0, 0]), (3, [1, -90, 0, 0])]),
+]
+
+
+def augment_seeds(out: str) -> None:
+    for options, length, start, window, steps in AUGMENT_SEEDS:
+        data = bytes([options]) + struct.pack("<HhH", length, start, window)
+        for kind, params in steps:
+            data += bytes([kind]) + struct.pack("<4d", *params)
+        put(os.path.join(out, "fuzz_augment"), data + bytes(range(3, 250, 7)))
+
+
 def main(out: str) -> None:
+    augment_seeds(out)
     datasets = os.path.join(out, "datasets")
     for name, options in WRITER_OPTIONS.items():
         root = os.path.join(datasets, name)

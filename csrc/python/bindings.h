@@ -30,6 +30,8 @@ void BindShardTools(pybind11::module_& m);
 void BindAnnotationRows(pybind11::module_& m);
 // Ordinals checked and located in a shard table, for every batch's Python side.
 void BindOrdinals(pybind11::module_& m);
+// Augmentation: parameter draws, spans and the chain applied to rows.
+void BindAugment(pybind11::module_& m);
 // ObjectStoreSource: shards in object storage, fetched natively.
 void BindObjectStoreSource(pybind11::module_& m);
 // The ShardSource behind `source` when it is a native one (an ObjectStoreSource), else null.

@@ -14,4 +14,5 @@ PYBIND11_MODULE(_native, m) {
   sdsl_python::BindShardTools(m);
   sdsl_python::BindAnnotationRows(m);
   sdsl_python::BindOrdinals(m);
+  sdsl_python::BindAugment(m);
 }

@@ -238,3 +238,30 @@ def chunk_hash(
 ) -> tuple[int, bytes]: ...
 def node_cache_faults(no_rename_noreplace: bool = False, posix_locks: bool = False) -> None: ...
 def bound_memcpy(buffers: Sequence[bytes], repeats: int = 1) -> float: ...
+
+#: Augmentation transform kinds by name ("phase": 1, ... "resample": 9).
+AUGMENT_KINDS: dict[str, int]
+
+def augment_draw(
+    seed: int, epoch: int, ordinals: npt.ArrayLike, position: int, count: int
+) -> npt.NDArray[np.float64]: ...
+def augment_spans(
+    kinds: npt.ArrayLike,
+    params: npt.ArrayLike,
+    out_start: npt.ArrayLike,
+    out_length: int,
+    record_length: npt.ArrayLike,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]: ...
+def augment_apply(
+    kinds: npt.ArrayLike,
+    params: npt.NDArray[np.float64],
+    seed: int,
+    epoch: int,
+    ordinals: npt.ArrayLike,
+    source: npt.NDArray[Any],
+    src_start: npt.ArrayLike,
+    record_length: npt.ArrayLike,
+    out: npt.NDArray[Any],
+    out_start: npt.ArrayLike,
+    threads: int,
+) -> None: ...

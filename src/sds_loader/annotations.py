@@ -25,7 +25,7 @@ set root, snapshot, density); this module reads only the shard list.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,9 @@ from sds_loader.errors import MixedShapesError, SchemaMismatch
 from sds_loader.metadata import MetadataShards
 from sds_loader.schema import numpy_dtype
 from sds_loader.storage import sources
+
+#: How `Annotations(frequencies=...)` items give their edges.
+FREQUENCY_EDGES = ("relative", "absolute")
 
 #: Status codes of `<set>.status`, in signal_dataset's order.
 STATUS_CODES = {"success": 0, "skipped": 1, "failed": 2}
@@ -72,6 +75,13 @@ class Annotations:
     index the window's samples. Without a window they are returned as stored.
     signal_dataset defines no interval type: this is the producer's
     convention, declared here by the consumer.
+
+    `frequencies` maps a field to how its items give frequency edges
+    (``{"edges": "relative"}``): ``[low, high]`` pairs in Hz, shape
+    ``(n, 2)``, ``"relative"`` to the capture's centre or ``"absolute"`` RF.
+    Nothing moves them but a reader's augmentation chain
+    (`sds_loader.augment.Chain`), under which they follow each transform as
+    positions do (see `sds_loader.augment.labels`).
     """
 
     name: str
@@ -79,6 +89,7 @@ class Annotations:
     max_items: int | None = None
     pad_value: float = 0
     positions: Mapping[str, str] = field(default_factory=dict)
+    frequencies: Mapping[str, str] = field(default_factory=dict)
 
     def __init__(
         self,
@@ -88,6 +99,7 @@ class Annotations:
         max_items: int | None = None,
         pad_value: float = 0,
         positions: Mapping[str, str] | None = None,
+        frequencies: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Annotations name must be an annotation set's name, not {name!r}")
@@ -120,16 +132,41 @@ class Annotations:
                 raise TypeError(
                     f"Annotations({name!r}) positions[{key!r}] must be an axis name, not {axis!r}"
                 )
+        edges = dict(frequencies or {})
+        for key, mode in edges.items():
+            if key not in names:
+                raise ValueError(
+                    f"Annotations({name!r}) frequencies= names field {key!r}, which is not among "
+                    f"its fields {list(names)}; add it to fields="
+                )
+            if key in mapping:
+                raise ValueError(
+                    f"Annotations({name!r}) declares field {key!r} both as positions and as frequencies; "
+                    "an item is one or the other"
+                )
+            if mode not in FREQUENCY_EDGES:
+                raise ValueError(
+                    f"Annotations({name!r}) frequencies[{key!r}] must be one of {list(FREQUENCY_EDGES)} "
+                    f"(edges in Hz relative to the centre frequency, or absolute RF), not {mode!r}"
+                )
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "fields", names)
         object.__setattr__(self, "max_items", max_items)
         object.__setattr__(self, "pad_value", pad_value)
         object.__setattr__(self, "positions", mapping)
+        object.__setattr__(self, "frequencies", edges)
 
     def keys(self) -> tuple[str, ...]:
         """The batch keys this set adds."""
         extra = "offsets" if self.max_items is None else "count"
         return tuple(f"{self.name}.{item}" for item in (*self.fields, extra, "status"))
+
+
+#: What moves a set's items under a reader's augmentation: (set, items by field,
+#: count per row) -> (items, counts) after the chain and the window.
+ItemMotion = Callable[
+    ["Annotations", dict[str, np.ndarray], np.ndarray], tuple[dict[str, np.ndarray], np.ndarray]
+]
 
 
 @dataclass(frozen=True)
@@ -359,8 +396,13 @@ def assemble(
     window_axis: str | None = None,
     starts: np.ndarray | None = None,
     window_length: int | None = None,
+    moved: ItemMotion | None = None,
 ) -> dict[str, np.ndarray]:
-    """One set's batch arrays from its rows: clipped to the window, then ragged or padded."""
+    """One set's batch arrays from its rows: clipped to the window, then ragged or padded.
+
+    `moved` (a reader's augmentation) takes the place of the window's clip: it
+    returns the items as the chain and then the window leave them.
+    """
     batch = int(ordinals.size)
     counts: np.ndarray | None = None
     for item in spec.fields:
@@ -378,7 +420,9 @@ def assemble(
     assert counts is not None
     counts = counts.astype(np.int64, copy=False)
     items = {item: rows.fields[item].items for item in spec.fields}
-    if window_axis is not None and starts is not None and window_length is not None:
+    if moved is not None:
+        items, counts = moved(spec, items, counts)
+    elif window_axis is not None and starts is not None and window_length is not None:
         windowed = [item for item, axis in spec.positions.items() if axis == window_axis]
         if windowed:
             items, counts = _clip(spec, items, counts, windowed, starts.astype(np.int64), window_length)

@@ -38,12 +38,15 @@ def read_batch(
     threads: int,
     stats: ReadStats,
     started: float,
+    apart: dict[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Read `ordinals` under the layout `layouts` confirms for them into `out`, else fresh arrays.
 
     Before the first batch its shards are opened and its chunks asked for
     together (`announce_first_batch`), so that probing its first record
-    waits among them. Python's stage is timed from `started`.
+    waits among them. Python's stage is timed from `started`. The fields
+    `apart` names are decoded into fresh arrays put there instead, their
+    returned buffers left for the caller to fill (an augmentation's output).
     """
     pad = window is not None and window.pad
     if layouts.last is None:
@@ -60,12 +63,17 @@ def read_batch(
         arrays = batch_buffers(
             layout, ordinals.size, out=out, allocator=allocator, window=window, window_length=window_length
         )
+        decoded = arrays
+        if apart is not None:
+            decoded = dict(arrays)
+            for name in apart:
+                decoded[name] = apart[name] = np.empty_like(arrays[name])
         if ordinals.size:
             read_into(
                 state,
                 ordinals,
                 layout,
-                arrays,
+                decoded,
                 starts,
                 pad=pad,
                 threads=threads,

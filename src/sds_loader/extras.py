@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sds_loader.annotations import Annotations, assemble
+from sds_loader.annotations import Annotations, ItemMotion, assemble
 from sds_loader.metadata import class_indices, columns
 from sds_loader.windows import Window
 
@@ -93,6 +93,7 @@ def add_extras(
     window: Window | None,
     starts: np.ndarray | None,
     window_length: int | None,
+    moved: ItemMotion | None = None,
 ) -> None:
     """Add to `arrays` the annotation sets, class indices of `labels` and `extras` of `ordinals`."""
     ids: list[str] | None = None
@@ -107,6 +108,7 @@ def add_extras(
                 window_axis=window.axis if window is not None else None,
                 starts=starts,
                 window_length=window_length,
+                moved=moved,
             )
         )
     # Labels and ids come from the same metadata documents: read them once.
@@ -218,8 +220,10 @@ class BatchExtras:
         state: ProcessState,
         starts: np.ndarray | None,
         window_length: int | None,
+        moved: ItemMotion | None = None,
     ) -> None:
-        """Annotation sets, string labels and provenance of `ordinals`, beside the records' arrays."""
+        """Annotation sets, string labels and provenance of `ordinals`, beside the records' arrays;
+        `moved` moves annotation items under an augmentation chain (`annotations.assemble`)."""
         if not self.wanted:
             return
         add_extras(
@@ -232,6 +236,7 @@ class BatchExtras:
             window=self.window,
             starts=starts,
             window_length=window_length,
+            moved=moved,
         )
 
     def one_row(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -18,13 +18,16 @@ from signal_dataset.storage import ObjectStore
 
 from sds_loader import batch_read, pickled_state, read_stats
 from sds_loader.annotations import Annotations
+from sds_loader.augment.chain import Chain
+from sds_loader.augment.reading import Augmenter, BatchRead
+from sds_loader.augment.transforms import Transform
 from sds_loader.checksums import VerifyChecksums
 from sds_loader.dataset import ShardTable
 from sds_loader.extras import BatchExtras, Labels, names
 from sds_loader.indices import normalize, normalize_one
 from sds_loader.process_state import PerProcess, ProcessState
 from sds_loader.read_stats import ReadStats
-from sds_loader.reader_options import ReaderOptions, checked_threads
+from sds_loader.reader_options import ReaderOptions, checked_epoch, checked_threads
 from sds_loader.reader_options import default_threads as default_threads
 from sds_loader.schema import Allocator, Layouts, Schema
 from sds_loader.storage import sources
@@ -57,6 +60,9 @@ class BatchReader:
       (docs/object-storage.md, docs/node-cache.md).
     - `annotations`, `extras` and `labels`: what a batch carries beside its
       fields (docs/annotations.md).
+    - `augment`: a `sds_loader.augment.Chain` (or a list of transforms) run
+      natively on every row as it is read, its labels moved alike
+      (docs/augmentation.md); `read(..., epoch=)` keys its draws.
 
     Shards the core cannot read are served by signal_dataset's reader in a
     helper process, with identical results (docs/formats.md).
@@ -82,6 +88,7 @@ class BatchReader:
         labels: Mapping[str, Sequence[str]] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | str | None = None,
+        augment: Chain | Sequence[Transform] | None = None,
     ) -> None:
         options = ReaderOptions.build(
             uri,
@@ -101,6 +108,7 @@ class BatchReader:
             labels=labels,
             cache_dir=cache_dir,
             cache_limit=cache_limit,
+            augment=augment,
         )
         self._options = options
         self._threads = options.threads
@@ -116,6 +124,19 @@ class BatchReader:
         self._layouts.check_names(self.process_state(), self._fetched)
         if options.annotations:
             self._extras.check(self.process_state(), options.fields, len(self))
+        self._augment = self._augmenter(options)
+
+    def _augmenter(self, options: ReaderOptions) -> Augmenter | None:
+        """The chain's runner, checked against record 0 (None without a chain, or an empty one:
+        then every read is the plain one)."""
+        chain = options.augment
+        if chain is None or not chain.transforms:
+            return None
+        augmenter = Augmenter(chain, fields=options.fields, window=options.window)
+        state = self.process_state()
+        if len(state.dataset):
+            augmenter.check(state, self._layouts.known(state, 0, self._fetched), options.annotations)
+        return augmenter
 
     # -- this process's state (dataset_protocol.ProcessLocal) -----------------
 
@@ -223,6 +244,11 @@ class BatchReader:
         return self._layouts.known(self.process_state(), 0, self._fetched)
 
     @property
+    def augment_keys(self) -> tuple[str, ...]:
+        """The keys a batch gets from the augmentation chain (what it drew, the metadata it changed)."""
+        return () if self._augment is None else self._augment.key_names()
+
+    @property
     def labels(self) -> Mapping[str, tuple[str, ...]]:
         """The class names behind each string target, in index order."""
         return dict(self._labels.classes)
@@ -259,6 +285,7 @@ class BatchReader:
         *,
         starts: Iterable[int] | np.ndarray | None = None,
         allocator: Allocator | None = None,
+        epoch: int = 0,
     ) -> dict[str, np.ndarray]:
         """Read `indices` (any order, repeats allowed) into one array per field.
 
@@ -268,13 +295,38 @@ class BatchReader:
         batch in scratch first would cost a pass over every byte);
         `allocator` supplies fresh buffers (shared or pinned memory, say).
         With a window, `starts` gives each row's first position along its
-        axis (default: the window's crop with seed 0 and epoch 0).
+        axis (default: the window's crop with seed 0 and `epoch`). `epoch`
+        also keys an augmentation chain's draws (with its seed and each
+        record's ordinal): another epoch, another augmentation.
         """
         started = time.perf_counter()  # the stats' "python" stage starts here
+        if epoch != 0:
+            epoch = checked_epoch(epoch)
         state = self.process_state()
         ordinals = normalize(indices, len(state.dataset))
         window = self._options.window
-        row_starts, window_length = batch_placement(window, ordinals, starts, self._record_lengths)
+        if self._augment is not None:
+            if window is None and starts is not None:
+                batch_placement(window, ordinals, starts, self._record_lengths)  # refuses them
+            return self._augment.read(
+                BatchRead(
+                    state=state,
+                    layouts=self._layouts,
+                    extras=self._extras,
+                    ordinals=ordinals,
+                    starts=starts,
+                    out=out,
+                    allocator=allocator,
+                    window=window,
+                    epoch=epoch,
+                    threads=min(self._threads, _MAX_THREADS),
+                    stats=self._stats,
+                    started=started,
+                )
+            )
+        row_starts, window_length = batch_placement(
+            window, ordinals, starts, self._record_lengths, epoch=epoch
+        )
         arrays = batch_read.read_batch(
             state,
             self._layouts,
@@ -314,12 +366,22 @@ class BatchReader:
 
         ``"random"`` is a function of (seed, epoch, ordinal) alone, so every
         process and rank picks the same. Record lengths come from the dataset's
-        record metadata, not from reading records.
+        record metadata, not from reading records; under an augmentation chain
+        that resamples, they are each record's length after the chain in `epoch`.
         """
         window = self._options.window
         if window is None:
             raise ValueError("this reader has no window; make it with window=sds_loader.Window(...)")
         ordinals = normalize(indices, len(self))
+        augment = self._augment
+        if augment is not None and augment.chain.resamples:
+            state = self.process_state()
+            drawn_epoch = checked_epoch(epoch)
+
+            def final(asked: np.ndarray) -> np.ndarray:
+                return augment.final_lengths(state, asked, drawn_epoch)
+
+            return window_crop(window, ordinals, final, seed=seed, epoch=epoch)
         return window_crop(window, ordinals, self._record_lengths, seed=seed, epoch=epoch)
 
     def metadata(self, indices: Iterable[int] | np.ndarray, keys: Sequence[str]) -> dict[str, np.ndarray]:

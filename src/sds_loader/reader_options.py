@@ -13,9 +13,11 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 from signal_dataset.storage import ObjectStore, S3Options
 
 from sds_loader.annotations import Annotations
+from sds_loader.augment.chain import Chain, chain_setting
 from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
 from sds_loader.extras import annotation_specs, extra_names, given_labels, names
 from sds_loader.file_budget import default_open_files
@@ -35,6 +37,13 @@ def checked_threads(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"threads must be a positive integer, not {value!r}")
     return value
+
+
+def checked_epoch(value: object) -> int:
+    """`epoch` as given, or ValueError: an integer from 0 to 2**64 - 1 (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= int(value) < 2**64:
+        raise ValueError(f"epoch must be a non-negative integer below 2**64, not {value!r}")
+    return int(value)
 
 
 def _positive_or_none(argument: str, value: object) -> int | None:
@@ -66,6 +75,8 @@ class ReaderOptions:
     #: The class names `labels=` gives for targets, by key.
     labels: Mapping[str, tuple[str, ...]]
     cache: CacheSettings | None
+    #: The augmentation chain, or None.
+    augment: Chain | None = None
 
     @classmethod
     def build(
@@ -88,6 +99,7 @@ class ReaderOptions:
         labels: Mapping[str, Sequence[str]] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | str | None = None,
+        augment: object = None,
     ) -> ReaderOptions:
         """Check every argument, raising the first bad one's TypeError or ValueError."""
         if not isinstance(uri, str | os.PathLike):
@@ -107,6 +119,7 @@ class ReaderOptions:
         cache = cache_settings(cache_dir, cache_limit)
         specs = annotation_specs(annotations)
         extra = extra_names(extras, window)
+        chain = chain_setting(augment)
         return cls(
             uri=os.fspath(uri),
             fields=chosen_fields,
@@ -123,6 +136,7 @@ class ReaderOptions:
             extras=extra,
             labels=given_labels(labels, chosen_targets),
             cache=cache,
+            augment=chain,
         )
 
     def portable(self, opened_with: ObjectStore | None) -> ReaderOptions:

@@ -189,11 +189,13 @@ def batch_placement(
     ordinals: np.ndarray,
     starts: Iterable[int] | np.ndarray | None,
     lengths_of: Callable[[np.ndarray], np.ndarray],
+    *,
+    epoch: int = 0,
 ) -> tuple[np.ndarray | None, int | None]:
     """Where a batch's window sits: each row's start and the batch's window length.
 
     `starts` as `BatchReader.read` takes them (None: the crop's, with seed 0
-    and epoch 0). Without a window both are None, and `starts` is refused,
+    and `epoch`). Without a window both are None, and `starts` is refused,
     since it could only be a mistake.
     """
     if window is None:
@@ -206,7 +208,7 @@ def batch_placement(
     row_starts = (
         normalize_starts(starts, ordinals.size)
         if starts is not None
-        else window_crop(window, ordinals, lengths_of, seed=0, epoch=0)
+        else window_crop(window, ordinals, lengths_of, seed=0, epoch=epoch)
     )
     return row_starts, batch_window_length(window, ordinals, row_starts, lengths_of)
 

@@ -24,7 +24,7 @@ from repo_paths import REPO
 ROOT = REPO
 FUZZ = os.path.join(ROOT, "fuzz")
 BUILD = os.environ.get("SDS_LOADER_FUZZ_BUILD", os.path.join(FUZZ, "build"))
-TARGETS = ("fuzz_chunk_walk", "fuzz_simple_chunk", "fuzz_shard_index", "fuzz_safetensors")
+TARGETS = ("fuzz_chunk_walk", "fuzz_simple_chunk", "fuzz_shard_index", "fuzz_safetensors", "fuzz_augment")
 #: Seconds each target fuzzes; the targets run side by side.
 SECONDS = int(os.environ.get("SDS_LOADER_FUZZ_SECONDS", "20"))
 

@@ -20,7 +20,7 @@ from repo_paths import REPO
 
 ROOT = pathlib.Path(REPO)
 CSRC = ROOT / "csrc"
-LAYERS = ["base", "container", "record", "sources", "read", "tools", "python"]
+LAYERS = ["base", "augment", "container", "record", "sources", "read", "tools", "python"]
 INCLUDE = re.compile(r'^#include "([a-z_]+)/[^"]+"', re.MULTILINE)
 
 

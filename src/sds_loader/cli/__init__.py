@@ -183,6 +183,16 @@ def parser() -> argparse.ArgumentParser:
         ),
     )
     bench.add_argument(
+        "--augment",
+        action="store_true",
+        help=(
+            "time the augmentation chain phase + frequency shift + time shift + AWGN inside the read "
+            "(augment=) against the same chain after it, record by record in numpy and in torch ops over "
+            "the batch, at 1 and --threads (default 2) threads on 8 KiB and 64 KiB zstd records, and "
+            "resampling inside the read against scipy's resample_poly; each as a share of the plain read"
+        ),
+    )
+    bench.add_argument(
         "--annotations",
         action="store_true",
         help=(
@@ -420,6 +430,15 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         from sds_loader.cli.bench import mixture_cost
 
         print(mixture_cost.main(config))
+        return 0
+    if args.augment:
+        from sds_loader.cli.bench import augment_cost
+
+        problem = augment_cost.unavailable()
+        if problem is not None:
+            print(problem, file=sys.stderr)
+            return 2
+        print(augment_cost.main(config))
         return 0
     if args.loader:
         from sds_loader.cli.bench import loader

@@ -32,6 +32,8 @@ from typing import Any
 from signal_dataset.storage import ObjectStore
 
 from sds_loader.annotations import Annotations
+from sds_loader.augment.chain import Chain
+from sds_loader.augment.transforms import Transform
 from sds_loader.checksums import VerifyChecksums
 from sds_loader.ray import startup_budget
 from sds_loader.ray.complex_view import to_complex
@@ -60,6 +62,7 @@ def read_sds(
     requests_in_flight: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
     concurrency: int | None = None,
+    augment: Chain | Sequence[Transform] | None = None,
 ) -> _ray_data.Dataset:
     """The records of the SDS dataset at `uri` (a path, ``s3://`` or ``gs://``) as a Ray Dataset.
 
@@ -81,7 +84,9 @@ def read_sds(
     ``Dataset.random_shuffle``). Without `epoch`, each pass over the dataset is
     the next epoch (Ray's count of the dataset's executions, from Ray 2.54 on;
     older Ray repeats epoch 0's order, so pass `epoch`); with it, every pass reads that epoch's
-    order. A window's random crops follow the same `seed` and epoch.
+    order. A window's random crops follow the same `seed` and epoch, and so
+    does `augment` (a `sds_loader.augment.Chain`, drawn under `seed` unless
+    it has a seed of its own): its parameter keys are columns.
     `ray_remote_args` and `concurrency` go to `ray.data.read_datasource`.
 
     Ray Data (2.60, with its autoscaling coordinator) does not know an
@@ -122,6 +127,7 @@ def read_sds(
         threads=threads,
         verify_checksums=verify_checksums,
         requests_in_flight=requests_in_flight,
+        augment=augment,
     )
     if override_num_blocks is None:
         cpus = 1

@@ -30,6 +30,8 @@ from ray.data.datasource import Datasource, ReadTask
 from signal_dataset.storage import ObjectStore
 
 from sds_loader.annotations import Annotations
+from sds_loader.augment.chain import Chain, chain_setting
+from sds_loader.augment.transforms import Transform
 from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
 from sds_loader.ray import blocks, order, stretches
 from sds_loader.ray.reused_blocks import process_pool
@@ -74,6 +76,7 @@ class SDSDatasource(Datasource):
         threads: int = 1,
         verify_checksums: VerifyChecksums = True,
         requests_in_flight: int | None = None,
+        augment: Chain | Sequence[Transform] | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -84,8 +87,12 @@ class SDSDatasource(Datasource):
         wanted = (extras,) if isinstance(extras, str) else tuple(extras)
         # Every row can be traced back to its record.
         wanted = wanted if "ordinal" in wanted else (*wanted, "ordinal")
+        chain = chain_setting(augment)
+        if chain is not None and chain.seed is None:
+            chain = dataclasses.replace(chain, seed=seed)
         reader = BatchReader(
             uri,
+            augment=chain,
             fields=fields,
             targets=targets,
             window=window,
@@ -133,6 +140,7 @@ class SDSDatasource(Datasource):
                 threads=threads,
                 requests_in_flight=requests_in_flight,
                 token=uuid.uuid4().hex,
+                augment=chain,
             )
         finally:
             reader.close()
@@ -234,7 +242,7 @@ class StretchRead:
                 else None
             )
             # Each block into memory the last one left, once Ray has copied that into its store.
-            arrays = reader.read(part, starts=starts, allocator=process_pool())
+            arrays = reader.read(part, starts=starts, allocator=process_pool(), epoch=self.epoch)
             yield blocks.to_table(arrays, self.shape)
 
 

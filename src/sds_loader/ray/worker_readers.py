@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sds_loader.annotations import Annotations
+from sds_loader.augment.chain import Chain
 from sds_loader.checksums import VerifyChecksums
 from sds_loader.reader import BatchReader
 from sds_loader.windows import Window
@@ -46,6 +47,8 @@ class ReaderOptions:
     requests_in_flight: int | None
     #: Names this dataset among those a worker reads: unique per `read_sds` call.
     token: str
+    #: The augmentation chain (its seed set), or None.
+    augment: Chain | None = None
 
     def open(self) -> BatchReader:
         return BatchReader(
@@ -60,6 +63,7 @@ class ReaderOptions:
             verify_checksums=self.verify_checksums,
             threads=self.threads,
             requests_in_flight=self.requests_in_flight,
+            augment=self.augment,
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import cast
 
 import numpy as np
@@ -21,6 +22,8 @@ from torch.utils.data import get_worker_info as _get_worker_info
 
 from sds_loader import pickled_state
 from sds_loader.annotations import Annotations
+from sds_loader.augment.chain import Chain, chain_setting
+from sds_loader.augment.transforms import Transform
 from sds_loader.checksums import VerifyChecksums, verify_checksums_setting
 from sds_loader.dataset import ShardTable
 from sds_loader.errors import UnknownNameError, UnknownTargetError
@@ -96,6 +99,13 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
     worker and rank crops alike and `set_epoch` moves every record's window,
     in persistent workers too. With ``pad=True`` items and batches carry
     ``<key>_length`` (``inputs_length``): the valid positions of each row.
+
+    `augment` (a `sds_loader.augment.Chain`, or a list of transforms) runs
+    on every row as it is read, keyed by the chain's seed (this dataset's
+    `seed` when the chain has none), the epoch `set_epoch` sets, and each
+    record's ordinal: every worker, rank and resume sees the same
+    augmentation of a record in an epoch. Batches carry what was drawn
+    (``augment.<position>.<kind>.<parameter>``).
     """
 
     def __init__(
@@ -121,6 +131,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         labels: Mapping[str, Sequence[str]] | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_limit: int | str | None = None,
+        augment: Chain | Sequence[Transform] | None = None,
     ) -> None:
         if not isinstance(uri, str | os.PathLike):
             raise TypeError(f"uri must be a path or URI string, not {type(uri).__name__}")
@@ -144,6 +155,9 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
         self._window = window
         self._seed = seed
+        chain = chain_setting(augment)
+        # A chain without a seed of its own draws under this dataset's.
+        self._augment = replace(chain, seed=seed) if chain is not None and chain.seed is None else chain
         self._epoch = SharedEpoch()
         self._worker_stats = WorkerStatsBoard()
         self._iteration_mark: ReadStats | None = None
@@ -190,6 +204,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
                 labels=self._labels,
                 cache_dir=self._cache_dir,
                 cache_limit=self._cache_limit,
+                augment=self._augment,
             )
             local = _ProcessLocal(pid, reader, self._buffer_source(in_worker), in_worker)
             self._local = local
@@ -253,7 +268,13 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         padded = self._open().reader.schema.lengths if self._window is not None and self._window.pad else ()
         lengths = tuple(length_key(key) for key, name in self._fields.items() if name in padded)
         extra = tuple(key for spec in self._annotations for key in spec.keys())
-        return (*self._fields, *self._targets, *lengths, *extra, *self._extras)
+        return (*self._fields, *self._targets, *lengths, *extra, *self._extras, *self._augment_keys())
+
+    def _augment_keys(self) -> tuple[str, ...]:
+        """The keys of what the chain drew (and the metadata it changed), in the reader's order."""
+        if self._augment is None:
+            return ()
+        return self._open().reader.augment_keys
 
     @property
     def epoch(self) -> int:
@@ -321,8 +342,10 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         starts = self._starts(reader, indices)
         ids: list[list[str]] = []
 
+        epoch = self._epoch.value
+
         def read(allocate: Allocator) -> dict[str, np.ndarray]:
-            arrays = reader.read(indices, starts=starts, allocator=allocate)
+            arrays = reader.read(indices, starts=starts, allocator=allocate, epoch=epoch)
             if "id" in self._extras:
                 ids.append(arrays.pop("id").tolist())
             return arrays
@@ -332,6 +355,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         if local.in_worker:
             self._worker_stats.publish(reader.stats)
         tensors = {key: by_source[name] for key, name in self._sources().items() if name in by_source}
+        tensors.update({key: by_source[key] for key in self._augment_keys()})
         # A worker's ring (the only source that carries anything) carries its block.
         block = cast("_Block | None", ring_block)
         if not (self._annotations or self._extras):
@@ -412,7 +436,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         return out
 
     def _needs_extras(self) -> bool:
-        return bool(self._annotations or self._extras or self._open().reader.labels)
+        return bool(self._annotations or self._extras or self._open().reader.labels or self._augment_keys())
 
     def _extra_kind(self, key: str) -> Kind:
         return extra_kinds(self._annotations, self._extras).get(key, Kind("row"))
@@ -423,13 +447,14 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
         labels = self._open().reader.labels
         sources = {key: name for key, name in self._targets.items() if name in labels}
         sources.update({key: key for key in extra_kinds(self._annotations, self._extras)})
+        sources.update({key: key for key in self._augment_keys()})
         return sources
 
     def _first_extras(self) -> dict[str, np.ndarray]:
         """What a read of record 0 returns beside the schema's arrays, by reader name."""
         reader = self._open().reader
         first = np.zeros(1, dtype=np.int64)
-        arrays = reader.read(first, starts=self._starts(reader, first))
+        arrays = reader.read(first, starts=self._starts(reader, first), epoch=self._epoch.value)
         names = set(self._extra_sources().values())
         return {name: array for name, array in arrays.items() if name in names}
 
@@ -448,6 +473,7 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             indices,
             out={sources[key]: array for key, array in out.items() if key not in extra},
             starts=self._starts(reader, indices),
+            epoch=self._epoch.value,
         )
         if local.in_worker:  # a Mixture's member, read in a worker
             self._worker_stats.publish(reader.stats)
@@ -474,6 +500,8 @@ class SDSTorchDataset(_Dataset[dict[str, _torch.Tensor]]):
             extra += f", verify_checksums={self._verify!r}"
         if self._window is not None:
             extra += f", window={self._window!r}, seed={self._seed}"
+        if self._augment is not None:
+            extra += f", augment={self._augment!r}"
         if self._worker_blocks != DEFAULT_BLOCKS:
             extra += f", worker_blocks={self._worker_blocks}"
         return f"SDSTorchDataset({self._uri!r}, fields={self._fields!r}, targets={self._targets!r}{extra})"

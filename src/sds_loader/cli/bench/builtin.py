@@ -155,6 +155,59 @@ def short_capture(ordinal: int) -> sds.Record:
     return SHORT.record(ordinal)
 
 
+def write_once(
+    root: str,
+    count: int,
+    make: Callable[[int], sds.Record],
+    *,
+    per_shard: int,
+    dataset_id: str,
+    writer_options: str | None = None,
+) -> str:
+    """`root`, holding `count` records `make(ordinal)`, written unless a complete copy is there.
+
+    Built in a temporary sibling directory and renamed into place only when
+    complete, so an interrupted build is never mistaken for a cached one.
+    """
+    if _is_complete(root, count):
+        return root
+    building = f"{root}.building-{os.getpid()}"
+    shutil.rmtree(building, ignore_errors=True)
+    storage = sds.StorageOptions(writer_options=writer_options) if writer_options else None
+    shards = [
+        sds.write_shard(
+            (make(i) for i in range(first, min(first + per_shard, count))),
+            building,
+            work_id=f"{n:06d}",
+            options=storage,
+        )
+        for n, first in enumerate(range(0, count, per_shard))
+    ]
+    sds.publish(building, shards, dataset_id=dataset_id, snapshot_id="v1")
+    _into_place(building, root)
+    return root
+
+
+def _into_place(building: str, root: str) -> None:
+    """The complete dataset `building` renamed to `root`, replacing what was there."""
+    shutil.rmtree(root, ignore_errors=True)
+    try:
+        os.rename(building, root)
+    except OSError:
+        # Another process finished the same dataset first; theirs is as good.
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def warm(roots: Sequence[str]) -> None:
+    """Read every file of the datasets at `roots` once, so that no timed row pays for the disk."""
+    for root in roots:
+        for folder, _, names in os.walk(root):
+            for name in names:
+                with open(os.path.join(folder, name), "rb", buffering=0) as handle:
+                    while handle.read(8 << 20):
+                        pass
+
+
 def _variant_count(variant: str, count: int) -> int:
     kind = SHORT_RECORDS.get(variant)
     return count * kind.per_capture if kind is not None else count
@@ -269,10 +322,5 @@ def ensure(
             building = f"{root}.building-{os.getpid()}"
             shutil.rmtree(building, ignore_errors=True)
             _write(building, variant, _variant_count(variant, count), bar)
-            shutil.rmtree(root, ignore_errors=True)
-            try:
-                os.rename(building, root)
-            except OSError:
-                # Another process finished the same dataset first; theirs is as good.
-                shutil.rmtree(building, ignore_errors=True)
+            _into_place(building, root)
     return roots

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -87,16 +86,6 @@ def _pass(readers: dict[str, Reader]) -> dict[str, float]:
     return {key: sum(len(batch) for batch in readers[key][1]) / spent[key] for key in readers}
 
 
-def _warm(roots: Sequence[str]) -> None:
-    """Read every file of the datasets once, so that no row pays for the disk."""
-    for root in roots:
-        for folder, _, names in os.walk(root):
-            for name in names:
-                with open(os.path.join(folder, name), "rb", buffering=0) as handle:
-                    while handle.read(8 << 20):
-                        pass
-
-
 def rows(
     roots: dict[str, str],
     batch_size: int,
@@ -122,7 +111,7 @@ def rows(
         [part[first : first + batch_size].tolist() for first in range(0, part.size, batch_size)]
         for part in drawn
     ]
-    _warm(list(roots[name] for name in names))
+    builtin.warm([roots[name] for name in names])
 
     def member_alone(k: int) -> Callable[[Sequence[int]], Any]:
         return lambda batch: collate(members[k].__getitems__(batch))
@@ -171,19 +160,12 @@ def rows(
 
 def main(config: Any) -> str:
     """Run the mixture rows for `config` (a BenchConfig); write mixture.md to its --out; return the table."""
-    from sds_loader.cli.bench.run import results_dir
+    from sds_loader.cli.bench.run import results_file, stderr_lines, write_results
 
     if config.path is not None:
         raise ValueError("--mixture mixes the built-in datasets; leave out PATH")
-    out = results_dir(config.out)
-    written = os.path.join(out, "mixture.md")
-    if os.path.lexists(written):
-        raise FileExistsError(
-            f"{written} holds an earlier run's rows; pass a new --out, or remove it to replace it"
-        )
-    say: Callable[[str], None] = (
-        (lambda line: print(line, file=sys.stderr, flush=True)) if config.progress else (lambda line: None)
-    )
+    written = results_file(config.out, "mixture.md")
+    say = stderr_lines(config.progress)
     # Only the members: the other built-in variants are not read here, so not written either.
     roots = builtin.ensure(
         config.builtin_records,
@@ -200,10 +182,7 @@ def main(config: Any) -> str:
         f"medians of {REPEATS} repeats, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the "
         f"end.\n\n{table(found)}\n"
     )
-    os.makedirs(out, exist_ok=True)
-    with open(written, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return f"{text}\nrows: {written}"
+    return write_results(written, text)
 
 
 def table(found: Sequence[MixtureRow]) -> str:

@@ -252,6 +252,32 @@ def results_dir(out: str | None) -> str:
     return out
 
 
+def results_file(out: str | None, name: str) -> str:
+    """The path of a bench's one results file `name` in `out` (or a new dated folder), refused
+    where an earlier run left one: never over earlier results."""
+    written = os.path.join(results_dir(out), name)
+    if os.path.lexists(written):
+        raise FileExistsError(
+            f"{written} holds an earlier run's rows; pass a new --out, or remove it to replace it"
+        )
+    return written
+
+
+def write_results(written: str, text: str) -> str:
+    """`text` into the results file `written` (see results_file); what the command prints."""
+    os.makedirs(os.path.dirname(written), exist_ok=True)
+    with open(written, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return f"{text}\nrows: {written}"
+
+
+def stderr_lines(enabled: bool) -> Callable[[str], None]:
+    """What a bench says as it goes: whole lines to stderr, or nothing (--no-progress)."""
+    if not enabled:
+        return lambda line: None
+    return lambda line: print(line, file=sys.stderr, flush=True)
+
+
 def readme_section(result: BenchResult) -> str:
     """The markdown a README's benchmark section holds: when, how, where, the table."""
     doc = result.document

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ import numpy as np
 import signal_dataset as sds
 
 from sds_loader import Boundaries, Window
-from sds_loader.cli.bench.builtin import cache_dir
+from sds_loader.cli.bench.builtin import cache_dir, write_once
 
 RECORDS = 512
 SHORTEST, LONGEST = 205, 2048
@@ -60,29 +59,14 @@ def capture(ordinal: int) -> sds.Record:
 
 def ensure(records: int = RECORDS, cache: str | None = None) -> str:
     """The spread-length dataset's root, written when not yet cached."""
-    root = os.path.join(cache_dir(cache), f"shapes-v{VERSION}-{records}")
-    try:
-        if len(sds.open(root)) == records:
-            return root
-    except Exception:  # noqa: BLE001 - anything unreadable is rebuilt
-        pass
-    building = f"{root}.building-{os.getpid()}"
-    shutil.rmtree(building, ignore_errors=True)
-    storage = sds.StorageOptions(writer_options="group_size:1,uncompressed")
-    per_shard = 256
-    shards = [
-        sds.write_shard(
-            (capture(i) for i in range(first, min(first + per_shard, records))),
-            building,
-            work_id=f"{n:06d}",
-            options=storage,
-        )
-        for n, first in enumerate(range(0, records, per_shard))
-    ]
-    sds.publish(building, shards, dataset_id="sds-loader-shapes", snapshot_id="v1")
-    shutil.rmtree(root, ignore_errors=True)
-    os.rename(building, root)
-    return root
+    return write_once(
+        os.path.join(cache_dir(cache), f"shapes-v{VERSION}-{records}"),
+        records,
+        capture,
+        per_shard=256,
+        dataset_id="sds-loader-shapes",
+        writer_options="group_size:1,uncompressed",
+    )
 
 
 @dataclass(frozen=True)

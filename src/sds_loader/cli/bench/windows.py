@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -40,7 +39,7 @@ import signal_dataset as sds
 
 from sds_loader import BatchReader, Window
 from sds_loader.cli.bench import shapes
-from sds_loader.cli.bench.builtin import cache_dir
+from sds_loader.cli.bench.builtin import cache_dir, write_once
 
 CAPTURES = 64
 SAMPLES = 1 << 20
@@ -67,32 +66,17 @@ def capture(ordinal: int) -> sds.Record:
 
 def ensure(captures: int = CAPTURES, cache: str | None = None) -> dict[str, str]:
     """The long-capture dataset's variants (name -> root), writing any not yet cached."""
-    roots = {}
-    for variant, options in VARIANTS.items():
-        root = os.path.join(cache_dir(cache), f"windows-v{VERSION}-{captures}x{SAMPLES}-{variant}")
-        roots[variant] = root
-        try:
-            if len(sds.open(root)) == captures:
-                continue
-        except Exception:  # noqa: BLE001 - anything unreadable is rebuilt
-            pass
-        building = f"{root}.building-{os.getpid()}"
-        shutil.rmtree(building, ignore_errors=True)
-        storage = sds.StorageOptions(writer_options=options) if options else None
-        per_shard = 16
-        shards = [
-            sds.write_shard(
-                (capture(i) for i in range(first, min(first + per_shard, captures))),
-                building,
-                work_id=f"{n:06d}",
-                options=storage,
-            )
-            for n, first in enumerate(range(0, captures, per_shard))
-        ]
-        sds.publish(building, shards, dataset_id="sds-loader-windows", snapshot_id="v1")
-        shutil.rmtree(root, ignore_errors=True)
-        os.rename(building, root)
-    return roots
+    return {
+        variant: write_once(
+            os.path.join(cache_dir(cache), f"windows-v{VERSION}-{captures}x{SAMPLES}-{variant}"),
+            captures,
+            capture,
+            per_shard=16,
+            dataset_id="sds-loader-windows",
+            writer_options=options,
+        )
+        for variant, options in VARIANTS.items()
+    }
 
 
 def epoch(captures: int, seed: int) -> Batches:

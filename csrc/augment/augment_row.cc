@@ -1,0 +1,232 @@
+#include "augment/augment_row.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "augment/counter_random.h"
+#include "augment/pointwise.h"
+#include "augment/resampler.h"
+
+namespace sdsl {
+namespace {
+
+// One row's channels at one stage: channel c's samples at 2 * c * stride.
+template <typename R>
+struct Stage {
+  R* data;
+  int64_t stride;  // complex samples per channel
+  AugmentSpan span;
+  // Where record index `index` of `channel` lives; only ever asked of an
+  // index inside the span (or one past its end).
+  R* at(size_t channel, int64_t index) const {
+    return data + 2 * (static_cast<int64_t>(channel) * stride + (index - span.start));
+  }
+};
+
+// Copies before's record indices [from, from + count) to after's [to, to + count).
+template <typename R>
+void CopyRun(const Stage<R>& before, const Stage<R>& after, size_t channels, int64_t from,
+             int64_t to, int64_t count) {
+  if (count <= 0) return;
+  for (size_t c = 0; c < channels; ++c) {
+    std::memcpy(after.at(c, to), before.at(c, from), static_cast<size_t>(count) * 2 * sizeof(R));
+  }
+}
+
+template <typename R>
+void TimeShift(const Stage<R>& before, const Stage<R>& after, size_t channels, int64_t length,
+               int64_t shift, bool circular) {
+  const AugmentSpan inside = after.span.Inside(length);
+  if (inside.length == 0) return;
+  if (!circular) {
+    const int64_t start = std::max(inside.start, shift);
+    const int64_t end = std::min(inside.end(), length + shift);
+    CopyRun(before, after, channels, start - shift, start, end - start);
+    return;
+  }
+  // y[m] = x[(m - s) mod N]: runs cut where the source index wraps round.
+  for (int64_t m = inside.start; m < inside.end();) {
+    const int64_t from = AugmentModulo(m - AugmentModulo(shift, length), length);
+    const int64_t count = std::min(inside.end() - m, length - from);
+    CopyRun(before, after, channels, from, m, count);
+    m += count;
+  }
+}
+
+template <typename R>
+void Reverse(const Stage<R>& before, const Stage<R>& after, size_t channels, int64_t length) {
+  const AugmentSpan inside = after.span.Inside(length);
+  for (size_t c = 0; c < channels; ++c) {
+    for (int64_t m = inside.start; m < inside.end(); ++m) {
+      const R* x = before.at(c, length - 1 - m);
+      R* y = after.at(c, m);
+      y[0] = x[0];
+      y[1] = x[1];
+    }
+  }
+}
+
+// The noise step: measured power, sigma2 and the SNR after, as the
+// interface defines them, then the noise keyed by record index and channel.
+template <typename R>
+void Noise(const AugmentBatch& batch, size_t row, size_t step, const Stage<R>& stage,
+           int64_t length, double* p) {
+  const AugmentSpan inside = stage.span.Inside(length);
+  double power = 0.0;
+  if (inside.length > 0) {
+    for (size_t c = 0; c < batch.channels; ++c)
+      power += SumPower(stage.at(c, inside.start), inside.length);
+    power /= static_cast<double>(inside.length) * static_cast<double>(batch.channels);
+  }
+  const double target_db = p[1];
+  const double target = std::pow(10.0, target_db / 10.0);
+  double signal = power;
+  double existing = 0.0;
+  if (!std::isnan(p[2])) {
+    const double stored = std::pow(10.0, p[2] / 10.0);
+    signal = power * stored / (1.0 + stored);
+    existing = power / (1.0 + stored);
+  }
+  const double sigma2 = std::max(0.0, signal / target - existing);
+  const double total = existing + sigma2;
+  p[2] = total > 0.0 && signal > 0.0 ? 10.0 * std::log10(signal / total) : target_db;
+  p[3] = sigma2;
+  if (!(sigma2 > 0.0) || !std::isfinite(sigma2)) return;
+  for (size_t c = 0; c < batch.channels; ++c) {
+    const uint64_t key =
+        StreamKey(batch.seed, batch.epoch, static_cast<uint64_t>(batch.ordinals[row]),
+                  static_cast<uint32_t>(step), kNoiseDomain, c);
+    AddNoise(stage.at(c, inside.start), inside.length, inside.start, key, sigma2);
+  }
+}
+
+bool MapsIndices(int32_t kind) {
+  return kind == kAugmentTimeShift || kind == kAugmentReverse || kind == kAugmentResample;
+}
+
+bool Modulates(int32_t kind) {
+  return kind == kAugmentPhase || kind == kAugmentFrequencyShift || kind == kAugmentGain;
+}
+
+}  // namespace
+
+template <typename R>
+void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
+                const AugmentSpan* spans, std::vector<R>* scratch) {
+  const size_t steps = batch.chain.steps;
+  const int32_t* kinds = batch.chain.kinds;
+  double* params = batch.params + row * steps * kAugmentParams;
+  const size_t channels = batch.channels;
+  // The last step that maps indices; after it every step works in place on
+  // the window, so that stage lives in the output row itself (and so does
+  // every stage of a chain without one): one copy fewer.
+  size_t last_map = steps;
+  for (size_t step = 0; step < steps; ++step) {
+    if (params[step * kAugmentParams] != 0.0 && MapsIndices(kinds[step])) last_map = step;
+  }
+  const Stage<R> window{
+      static_cast<R*>(batch.out) + 2 * row * channels * static_cast<size_t>(batch.out_samples),
+      batch.out_samples, spans[steps]};
+  int64_t stride = 0;
+  for (size_t k = 0; k <= steps; ++k) stride = std::max(stride, spans[k].length);
+  const size_t half = last_map == steps ? 0 : channels * static_cast<size_t>(stride) * 2;
+  if (scratch->size() < 2 * half) scratch->resize(2 * half);
+  Stage<R> current = last_map == steps ? window : Stage<R>{scratch->data(), stride, spans[0]};
+  Stage<R> spare{scratch->data() + half, stride, spans[0]};
+
+  // The source: the span's indices inside the record, zero elsewhere.
+  const AugmentSpan loaded = spans[0].Inside(lengths[0]);
+  const R* source = static_cast<const R*>(batch.source);
+  for (size_t c = 0; c < channels; ++c) {
+    R* const first = current.at(c, current.span.start);
+    R* const last = current.at(c, current.span.end());
+    if (loaded.length == 0) {
+      std::fill(first, last, R(0));
+      continue;
+    }
+    const R* from = source + 2 * ((row * channels + c) * static_cast<size_t>(batch.source_samples) +
+                                  static_cast<size_t>(loaded.start - batch.src_start[row]));
+    std::fill(first, current.at(c, loaded.start), R(0));
+    std::memcpy(current.at(c, loaded.start), from,
+                static_cast<size_t>(loaded.length) * 2 * sizeof(R));
+    std::fill(current.at(c, loaded.end()), last, R(0));
+  }
+
+  double amplitude = 1.0;
+  double radians = 0.0;
+  double cycles = 0.0;
+  bool pending = false;
+  // Pointwise steps touch the samples inside the record only: outside it
+  // they stay zero whatever the multiplier (0 * inf would not).
+  auto flush = [&](int64_t length) {
+    const AugmentSpan inside = current.span.Inside(length);
+    for (size_t c = 0; c < channels && pending && inside.length > 0; ++c) {
+      Modulate(current.at(c, inside.start), inside.length, inside.start, amplitude, radians,
+               cycles);
+    }
+    amplitude = 1.0;
+    radians = 0.0;
+    cycles = 0.0;
+    pending = false;
+  };
+  for (size_t step = 0; step < steps; ++step) {
+    double* p = params + step * kAugmentParams;
+    if (p[0] == 0.0) continue;
+    const int32_t kind = kinds[step];
+    if (Modulates(kind)) {
+      if (kind == kAugmentPhase) radians += p[1];
+      if (kind == kAugmentFrequencyShift) cycles += p[1];
+      if (kind == kAugmentGain) amplitude *= p[1];
+      pending = true;
+      continue;
+    }
+    flush(lengths[step]);
+    const AugmentSpan inside = current.span.Inside(lengths[step]);
+    if (inside.length == 0 && (kind == kAugmentInvert || kind == kAugmentIqImbalance)) continue;
+    switch (kind) {
+      case kAugmentInvert:
+        for (size_t c = 0; c < channels; ++c) Conjugate(current.at(c, inside.start), inside.length);
+        continue;
+      case kAugmentIqImbalance:
+        for (size_t c = 0; c < channels; ++c) {
+          ImbalanceIq(current.at(c, inside.start), inside.length, p[1], p[2]);
+        }
+        continue;
+      case kAugmentNoise:
+        Noise(batch, row, step, current, lengths[step], p);
+        continue;
+      default:
+        break;
+    }
+    // A time step or a resample: from this stage's span to the next one's.
+    if (step == last_map) spare = window;
+    spare.span = spans[step + 1];
+    if (kind != kAugmentResample) {  // the resampler writes every output, zero or not
+      for (size_t c = 0; c < channels; ++c) {
+        std::fill(spare.at(c, spare.span.start), spare.at(c, spare.span.end()), R(0));
+      }
+    }
+    if (kind == kAugmentTimeShift) {
+      TimeShift(current, spare, channels, lengths[step], static_cast<int64_t>(p[1]), p[2] != 0.0);
+    } else if (kind == kAugmentReverse) {
+      Reverse(current, spare, channels, lengths[step]);
+    } else if (kind == kAugmentResample) {
+      for (size_t c = 0; c < channels; ++c) {
+        ResampleSpan(current.span.length > 0 ? current.at(c, current.span.start) : current.data,
+                     current.span.start, current.span.length, lengths[step], p[1],
+                     spare.at(c, spare.span.start), spare.span.start, spare.span.length,
+                     lengths[step + 1]);
+      }
+    }
+    std::swap(current, spare);
+  }
+  flush(lengths[steps]);
+}
+
+template void AugmentRow<float>(const AugmentBatch&, size_t, const int64_t*, const AugmentSpan*,
+                                std::vector<float>*);
+template void AugmentRow<double>(const AugmentBatch&, size_t, const int64_t*, const AugmentSpan*,
+                                 std::vector<double>*);
+
+}  // namespace sdsl

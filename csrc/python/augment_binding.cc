@@ -1,0 +1,195 @@
+// Augmentation (csrc/augment/): the counter-based parameter draws, the span
+// of a record a window needs, and the chain applied to a batch's rows with
+// the GIL released.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+#include "augment/augment_apply.h"
+#include "augment/augment_chain.h"
+#include "augment/counter_random.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace sdsl_python {
+namespace {
+
+using KindArray = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+uint64_t Unsigned64(const py::int_& value, const char* name) {
+  const py::int_ low(0);
+  const py::int_ high = py::reinterpret_steal<py::int_>(PyLong_FromUnsignedLongLong(~0ULL));
+  if (value < low || value > high) {
+    throw py::value_error(std::string(name) + " must be an int in [0, 2**64), not " +
+                          std::string(py::repr(value)));
+  }
+  return value.cast<uint64_t>();
+}
+
+void NeedRows(const Int64Array& array, size_t rows, const char* name) {
+  if (array.ndim() != 1 || static_cast<size_t>(array.size()) != rows) {
+    throw py::value_error(std::string(name) + " must be a 1-D int64 array of one value per row (" +
+                          std::to_string(rows) + ")");
+  }
+}
+
+// kinds (T,) and params (rows, T, 4): their shapes agree.
+size_t Steps(const KindArray& kinds, const py::array& params) {
+  if (kinds.ndim() != 1)
+    throw py::value_error("kinds must be a 1-D int32 array, one kind per transform");
+  const size_t steps = static_cast<size_t>(kinds.size());
+  if (params.ndim() != 3 || static_cast<size_t>(params.shape(1)) != steps ||
+      params.shape(2) != static_cast<py::ssize_t>(sdsl::kAugmentParams)) {
+    throw py::value_error("params must be a float64 array of shape (rows, " +
+                          std::to_string(steps) + ", 4)");
+  }
+  return steps;
+}
+
+py::array_t<double> Draw(const py::int_& seed, const py::int_& epoch, const Int64Array& ordinals,
+                         int64_t position, int64_t count) {
+  const uint64_t seed_value = Unsigned64(seed, "seed");
+  const uint64_t epoch_value = Unsigned64(epoch, "epoch");
+  if (ordinals.ndim() != 1) throw py::value_error("ordinals must be a 1-D int64 array");
+  if (position < 0 || position > 0xffffffffLL)
+    throw py::value_error("position must be in [0, 2**32)");
+  if (count < 0 || count > (1 << 20)) throw py::value_error("count must be in [0, 2**20]");
+  const size_t rows = static_cast<size_t>(ordinals.size());
+  py::array_t<double> out({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(count)});
+  const int64_t* ordinal = ordinals.data();
+  double* values = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    for (size_t row = 0; row < rows; ++row) {
+      sdsl::DrawUniforms(seed_value, epoch_value, static_cast<uint64_t>(ordinal[row]),
+                         static_cast<uint32_t>(position), static_cast<size_t>(count),
+                         values + row * static_cast<size_t>(count));
+    }
+  }
+  return out;
+}
+
+py::tuple Spans(const KindArray& kinds, const DoubleArray& params, const Int64Array& out_start,
+                int64_t out_length, const Int64Array& record_length) {
+  const size_t steps = Steps(kinds, params);
+  const size_t rows = static_cast<size_t>(params.shape(0));
+  NeedRows(out_start, rows, "out_start");
+  NeedRows(record_length, rows, "record_length");
+  Int64Array src_start(static_cast<py::ssize_t>(rows));
+  Int64Array src_length(static_cast<py::ssize_t>(rows));
+  Int64Array final_length(static_cast<py::ssize_t>(rows));
+  {
+    py::gil_scoped_release release;
+    sdsl::AugmentSpans(sdsl::AugmentSteps{kinds.data(), steps}, params.data(), rows,
+                       out_start.data(), out_length, record_length.data(), src_start.mutable_data(),
+                       src_length.mutable_data(), final_length.mutable_data());
+  }
+  return py::make_tuple(src_start, src_length, final_length);
+}
+
+// (rows, channels, samples) of a complex64/complex128 array or float32 IQ
+// pairs (..., 2), and whether it is complex128.
+struct Samples {
+  size_t rows;
+  size_t channels;
+  int64_t samples;
+  bool wide;
+};
+
+Samples SamplesOf(const py::array& array, const char* name) {
+  const bool c64 = array.dtype().is(py::dtype::of<std::complex<float>>());
+  const bool c128 = array.dtype().is(py::dtype::of<std::complex<double>>());
+  const bool pairs = array.dtype().is(py::dtype::of<float>());
+  const py::ssize_t dims = pairs ? 4 : 3;
+  if (!(c64 || c128 || pairs) || array.ndim() != dims || (pairs && array.shape(3) != 2)) {
+    throw py::value_error(
+        std::string(name) +
+        " must be (rows, channels, samples) complex64 or complex128, or (rows, channels, "
+        "samples, 2) float32 IQ pairs");
+  }
+  if (!(array.flags() & py::array::c_style))
+    throw py::value_error(std::string(name) + " must be C-contiguous");
+  return Samples{static_cast<size_t>(array.shape(0)), static_cast<size_t>(array.shape(1)),
+                 static_cast<int64_t>(array.shape(2)), c128};
+}
+
+void Apply(const KindArray& kinds, py::array params, const py::int_& seed, const py::int_& epoch,
+           const Int64Array& ordinals, const py::array& source, const Int64Array& src_start,
+           const Int64Array& record_length, py::array out, const Int64Array& out_start,
+           int64_t threads) {
+  const size_t steps = Steps(kinds, params);
+  if (!params.dtype().is(py::dtype::of<double>()) || !(params.flags() & py::array::c_style) ||
+      !params.writeable()) {
+    throw py::value_error(
+        "params must be a writable, C-contiguous float64 array (the noise's SNR after and "
+        "sigma2 are written back into it)");
+  }
+  const Samples in = SamplesOf(source, "source");
+  const Samples to = SamplesOf(out, "out");
+  if (!out.writeable()) throw py::value_error("out must be writable");
+  if (!source.dtype().is(out.dtype())) throw py::value_error("source and out must have one dtype");
+  const size_t rows = static_cast<size_t>(params.shape(0));
+  if (in.rows != rows || to.rows != rows || in.channels != to.channels) {
+    throw py::value_error(
+        "params, source and out must have one row count, source and out one channel count");
+  }
+  NeedRows(ordinals, rows, "ordinals");
+  NeedRows(src_start, rows, "src_start");
+  NeedRows(record_length, rows, "record_length");
+  NeedRows(out_start, rows, "out_start");
+  if (threads < 0 || threads > 1024) throw py::value_error("threads must be in [0, 1024]");
+  const char* in_bytes = static_cast<const char*>(source.data());
+  const char* out_bytes = static_cast<const char*>(out.data());
+  if (in_bytes < out_bytes + out.nbytes() && out_bytes < in_bytes + source.nbytes()) {
+    throw py::value_error("source and out must not share memory: give out a buffer of its own");
+  }
+  sdsl::AugmentBatch batch;
+  batch.chain = sdsl::AugmentSteps{kinds.data(), steps};
+  batch.params = static_cast<double*>(params.mutable_data());
+  batch.rows = rows;
+  batch.channels = in.channels;
+  batch.seed = Unsigned64(seed, "seed");
+  batch.epoch = Unsigned64(epoch, "epoch");
+  batch.ordinals = ordinals.data();
+  batch.src_start = src_start.data();
+  batch.record_length = record_length.data();
+  batch.out_start = out_start.data();
+  batch.source = source.data();
+  batch.source_samples = in.samples;
+  batch.out = out.mutable_data();
+  batch.out_samples = to.samples;
+  batch.wide = in.wide;
+  py::gil_scoped_release release;
+  sdsl::AugmentApply(batch, static_cast<size_t>(threads));
+}
+
+}  // namespace
+
+void BindAugment(py::module_& m) {
+  py::dict kinds;
+  for (int32_t kind = 1; kind <= sdsl::kAugmentKinds; ++kind)
+    kinds[sdsl::AugmentKindName(kind)] = kind;
+  m.attr("AUGMENT_KINDS") = kinds;
+  m.def("augment_draw", &Draw, py::arg("seed"), py::arg("epoch"), py::arg("ordinals"),
+        py::arg("position"), py::arg("count"),
+        "Uniforms in [0, 1), (rows, count): the parameter draws of transform `position` of each "
+        "record, a pure "
+        "function of (seed, epoch, ordinal, position, draw).");
+  m.def("augment_spans", &Spans, py::arg("kinds"), py::arg("params"), py::arg("out_start"),
+        py::arg("out_length"), py::arg("record_length"),
+        "(src_start, src_length, final_length): the span of each row's original record its window "
+        "of the final "
+        "record needs, and the final record's length.");
+  m.def("augment_apply", &Apply, py::arg("kinds"), py::arg("params"), py::arg("seed"),
+        py::arg("epoch"), py::arg("ordinals"), py::arg("source"), py::arg("src_start"),
+        py::arg("record_length"), py::arg("out"), py::arg("out_start"), py::arg("threads"),
+        "Runs the chain on each row's source span into its window of `out`, rows over `threads` "
+        "threads; writes "
+        "each noise step's SNR after (p2) and sigma2 (p3) back into `params`.");
+}
+
+}  // namespace sdsl_python
