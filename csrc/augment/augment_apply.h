@@ -44,6 +44,10 @@ struct AugmentBatch {
   void* out = nullptr;  // rows * channels * out_samples complex values
   int64_t out_samples = 0;
   bool wide = false;  // complex128; else complex64 (or float32 IQ pairs, the same bytes)
+  // Added to each channel's number in the noise's key: two fields of one
+  // record given different offsets get independent noise, as two receivers'
+  // captures would, where one key would add the same noise to both.
+  uint64_t first_channel = 0;
 };
 
 // Checks every step's kind and every row's parameters, lengths and that its

@@ -96,7 +96,7 @@ void Noise(const AugmentBatch& batch, size_t row, size_t step, const Stage<R>& s
   for (size_t c = 0; c < batch.channels; ++c) {
     const uint64_t key =
         StreamKey(batch.seed, batch.epoch, static_cast<uint64_t>(batch.ordinals[row]),
-                  static_cast<uint32_t>(step), kNoiseDomain, c);
+                  static_cast<uint32_t>(step), kNoiseDomain, batch.first_channel + c);
     AddNoise(stage.at(c, inside.start), inside.length, inside.start, key, sigma2);
   }
 }

@@ -120,7 +120,7 @@ Samples SamplesOf(const py::array& array, const char* name) {
 void Apply(const KindArray& kinds, py::array params, const py::int_& seed, const py::int_& epoch,
            const Int64Array& ordinals, const py::array& source, const Int64Array& src_start,
            const Int64Array& record_length, py::array out, const Int64Array& out_start,
-           int64_t threads) {
+           int64_t threads, const py::int_& first_channel) {
   const size_t steps = Steps(kinds, params);
   if (!params.dtype().is(py::dtype::of<double>()) || !(params.flags() & py::array::c_style) ||
       !params.writeable()) {
@@ -154,6 +154,7 @@ void Apply(const KindArray& kinds, py::array params, const py::int_& seed, const
   batch.channels = in.channels;
   batch.seed = Unsigned64(seed, "seed");
   batch.epoch = Unsigned64(epoch, "epoch");
+  batch.first_channel = Unsigned64(first_channel, "first_channel");
   batch.ordinals = ordinals.data();
   batch.src_start = src_start.data();
   batch.record_length = record_length.data();
@@ -187,6 +188,7 @@ void BindAugment(py::module_& m) {
   m.def("augment_apply", &Apply, py::arg("kinds"), py::arg("params"), py::arg("seed"),
         py::arg("epoch"), py::arg("ordinals"), py::arg("source"), py::arg("src_start"),
         py::arg("record_length"), py::arg("out"), py::arg("out_start"), py::arg("threads"),
+        py::arg("first_channel") = 0,
         "Runs the chain on each row's source span into its window of `out`, rows over `threads` "
         "threads; writes "
         "each noise step's SNR after (p2) and sigma2 (p3) back into `params`.");

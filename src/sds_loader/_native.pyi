@@ -264,4 +264,5 @@ def augment_apply(
     out: npt.NDArray[Any],
     out_start: npt.ArrayLike,
     threads: int,
+    first_channel: int = 0,
 ) -> None: ...

@@ -9,7 +9,7 @@ import pytest
 from augment_factory import COUNT, varied_length
 
 from sds_loader import BatchReader, Window
-from sds_loader.augment import Chain, Phase, Resample, TimeShift
+from sds_loader.augment import Chain, Noise, Phase, Resample, TimeShift
 
 
 def test_random_crops_land_inside_the_resampled_record(varied: str) -> None:
@@ -144,3 +144,34 @@ def test_by_default_a_chain_takes_the_complex_fields_and_leaves_float_pairs_besi
     turned = both.read([0, 1, 2, 3])["limits"]
     pairs = plain["limits"][..., 0] + 1j * plain["limits"][..., 1]
     np.testing.assert_allclose(turned[..., 0] + 1j * turned[..., 1], pairs * np.exp(1j), rtol=0, atol=1e-6)
+
+
+def test_two_fields_of_a_record_get_the_same_draws_but_noise_of_their_own(tmp_path) -> None:
+    import signal_dataset as sds
+    from sds_factory import write_dataset
+
+    def make(ordinal: int) -> sds.Record:
+        rng = np.random.default_rng(ordinal)
+        data = (rng.standard_normal(1024) + 1j * rng.standard_normal(1024)).astype(np.complex64)
+        axes = (sds.Axis("time", 1024),)
+        # Two receivers of one emitter: the same samples in two fields.
+        return sds.Record(
+            id=f"r-{ordinal}", fields={"east": sds.Field(data, axes=axes), "west": sds.Field(data, axes=axes)}
+        )
+
+    root = str(tmp_path / "receivers.sds")
+    write_dataset(root, 4, make)
+    plain = BatchReader(root).read([0, 1, 2, 3])
+    chain = Chain([Phase(radians=(1.0, 1.0)), Noise(snr_db=(10.0, 10.0))], fields=("east", "west"))
+    batch = BatchReader(root, augment=chain).read([0, 1, 2, 3])
+    east = batch["east"] - plain["east"] * np.exp(1j)
+    west = batch["west"] - plain["west"] * np.exp(1j)
+    # Each field's noise is at its target power, and the two are independent:
+    # their correlation is that of unrelated Gaussian noise, not 1.
+    power = np.mean(np.abs(plain["east"]) ** 2, axis=1) / 10.0
+    np.testing.assert_allclose(np.mean(np.abs(east) ** 2, axis=1), power, rtol=0.1)
+    np.testing.assert_allclose(np.mean(np.abs(west) ** 2, axis=1), power, rtol=0.1)
+    correlation = np.abs(np.sum(east * np.conj(west), axis=1)) / np.sqrt(
+        np.sum(np.abs(east) ** 2, axis=1) * np.sum(np.abs(west) ** 2, axis=1)
+    )
+    assert np.all(correlation < 0.2), correlation

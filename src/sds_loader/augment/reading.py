@@ -303,14 +303,18 @@ class Augmenter:
     ) -> None:
         """Run the chain from each augmented field's source rows into its output rows.
 
-        Every field gets the same draws; the noise's measured power (and so
-        its sigma2 and SNR after) is each field's own, and the batch reports
-        the first field's.
+        Every field gets the same draws (one phase, one shift...) but noise of
+        its own, as two receivers of one emitter would; the noise's measured
+        power (and so its sigma2 and SNR after) is each field's own, and the
+        batch reports the first field's.
         """
         from sds_loader import _native
 
+        # The core writes a noise step's SNR after over its stored SNR: every
+        # field after the first starts from the draws as they were.
+        drawn_params = drawn.params.copy() if len(self.fields) > 1 else drawn.params
         for k, item in enumerate(self.fields):
-            params = drawn.params if k == 0 else drawn.params.copy()
+            params = drawn.params if k == 0 else drawn_params.copy()
             _native.augment_apply(
                 drawn.kinds,
                 params,
@@ -323,6 +327,9 @@ class Augmenter:
                 complex_rows(outputs[item.name], item.pairs),
                 out_start,
                 batch.threads,
+                # Each field's channels numbered apart in the noise's key:
+                # independent noise per field, as per receiver.
+                first_channel=k << 32,
             )
 
     def _read_plain(
