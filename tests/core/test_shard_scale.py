@@ -178,6 +178,9 @@ def kept_per_shard(roots) -> dict[str, float]:
             capture_output=True,
             text=True,
             timeout=300,
+            # mallinfo2 counts the main arena alone: with one arena, what a
+            # thread allocates is counted wherever the scheduler ran it.
+            env={**os.environ, "MALLOC_ARENA_MAX": "1"},
         )
         assert run.returncode == 0, run.stderr[-3000:]
         kept[shards] = json.loads(run.stdout)
