@@ -55,7 +55,12 @@ SDSL_VECTOR_CLONES
 void GaussianPairs(uint64_t key, uint64_t first, size_t count, float* re, float* im) {
   uint64_t bits[kNoiseBlock];
   if (count > kNoiseBlock) count = kNoiseBlock;
-  for (size_t k = 0; k < count; ++k) bits[k] = StreamBits(key, first + k);
+  // StreamBits(key, first + k), the counter stepped by additions.
+  uint64_t counter = key + (first + 1) * kGolden;
+  for (size_t k = 0; k < count; ++k) {
+    bits[k] = Mix64(counter);
+    counter += kGolden;
+  }
   for (size_t k = 0; k < count; ++k) {
     const int32_t high = static_cast<int32_t>(bits[k] >> 40);
     const uint32_t angle = static_cast<uint32_t>(bits[k] >> 8) & 0xffffffu;
