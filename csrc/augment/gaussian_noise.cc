@@ -66,24 +66,24 @@ void GaussianPairs(uint64_t key, uint64_t first, size_t count, float* re, float*
     const uint32_t angle = static_cast<uint32_t>(bits[k] >> 8) & 0xffffffu;
     const float u1 = (static_cast<float>(high) + 0.5f) * 0x1.0p-24f;
     const float radius = std::sqrt(-2.0f * Log(u1));
-    const uint32_t quadrant = angle >> 22;
-    const float offset =
-        (static_cast<float>(static_cast<int32_t>(angle & 0x3fffffu)) + 0.5f) * 0x1.0p-22f;
-    const float y = (offset - 0.5f) * 1.57079632679489662f;  // in (-pi/4, pi/4)
+    // The angle is y in (-pi/4, pi/4), the 22 low bits' offset from the
+    // middle of their range, then turned into one of four quadrants: the
+    // top bit swaps cosine and sine (pi/2 - y), the next flips the sign of
+    // the cosine (pi - y); y's law is symmetric, so every angle is as likely.
+    const float y =
+        (static_cast<float>(static_cast<int32_t>(angle & 0x3fffffu) - 0x200000) + 0.5f) *
+        (1.57079632679489662f * 0x1.0p-22f);
     const float z = y * y;
     const float s = y + y * z * ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f);
     const float c =
         1.0f - 0.5f * z +
         z * z * ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f);
-    // The angle is quadrant * pi/2 + y: rotate (c, s) by whole quarter turns
-    // (swap them in odd quadrants, flip signs), with bit masks.
-    const uint32_t odd = 0u - (quadrant & 1u);
-    const uint32_t cosine = (BitsOf(c) & ~odd) | (BitsOf(s) & odd);
-    const uint32_t sine = (BitsOf(s) & ~odd) | (BitsOf(c) & odd);
-    const uint32_t flip_cos = ((quadrant ^ (quadrant >> 1)) & 1u) << 31;
-    const uint32_t flip_sin = (quadrant >> 1) << 31;
-    re[k] = radius * FloatOf(cosine ^ flip_cos);
-    im[k] = radius * FloatOf(sine ^ flip_sin);
+    const uint32_t swap = static_cast<uint32_t>(static_cast<int32_t>(angle << 8) >> 31);
+    const uint32_t cosine = BitsOf(c) ^ ((angle << 9) & 0x80000000u);
+    const uint32_t first = (cosine & ~swap) | (BitsOf(s) & swap);
+    const uint32_t second = (BitsOf(s) & ~swap) | (cosine & swap);
+    re[k] = radius * FloatOf(first);
+    im[k] = radius * FloatOf(second);
   }
 }
 

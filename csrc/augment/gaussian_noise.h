@@ -5,7 +5,8 @@
 //
 // Box-Muller on the 64 bits of StreamBits(key, n): the top 24 bits give the
 // radius sqrt(-2 ln u1), u1 = (a + 1/2) 2^-24 in (0, 1) (tails cut at 5.9
-// sigma); bits 8..31 the angle, 2 bits of quadrant and 22 of offset within it.
+// sigma); bits 8..31 the angle, 2 bits that pick its quadrant and 22 of offset
+// within it.
 // Logarithm, sine and cosine are float32 polynomials (Cephes' sinf and cosf,
 // errors of a few float ulps; a shorter one than logf's for the logarithm,
 // relative error under 2e-6), not the C library's, whose results may
