@@ -5,9 +5,11 @@
 //
 // Box-Muller on the 64 bits of StreamBits(key, n): the top 24 bits give the
 // radius sqrt(-2 ln u1), u1 = (a + 1/2) 2^-24 in (0, 1) (tails cut at 5.9
-// sigma); bits 8..31 the angle, 2 bits of quadrant and 22 of offset within it.
-// Logarithm, sine and cosine are float32 polynomials (Cephes' logf, sinf,
-// cosf; errors of a few float ulps), not the C library's, whose results may
+// sigma); bits 8..31 the angle, 2 bits that pick its quadrant and 22 of offset
+// within it.
+// Logarithm, sine and cosine are float32 polynomials (Cephes' sinf and cosf,
+// errors of a few float ulps; a shorter one than logf's for the logarithm,
+// relative error under 2e-6), not the C library's, whose results may
 // differ between versions and are not vectorised. Only exactly rounded
 // operations (+, -, *, sqrt, integer conversions) and no fused multiply-add
 // (vector_clones.h): the same build gives the same bytes for a key whichever

@@ -33,13 +33,17 @@ double BesselI0(double x) {
 // at offsets phase - k (phase that of m / r), a downsampler scatters an
 // input to the outputs at offsets k - phase (phase that of r i), both spaced
 // by kResamplePassband zero crossings in the lower rate's samples.
+//
+// Each row is laid out as the kernels read it: the taps' values, each twice
+// (for the re and im of a sample), then their slopes the same way, so that a
+// tap is interpolated in the same vector as it is applied, the row read once.
 constexpr int kBankTaps = 36;
 constexpr int kBankCentre = 17;
+constexpr int kBankRow = 4 * kBankTaps;
 
 template <typename R>
 struct KernelBank {
-  R value[(kResamplePhases + 1) * kBankTaps];
-  R slope[kResamplePhases * kBankTaps];
+  R row[kResamplePhases * kBankRow];
 
   KernelBank() {
     const double norm = BesselI0(kResampleKaiserBeta);
@@ -56,9 +60,14 @@ struct KernelBank {
         exact[q * kBankTaps + j] = sinc * window;
       }
     }
-    for (int k = 0; k < (kResamplePhases + 1) * kBankTaps; ++k) value[k] = static_cast<R>(exact[k]);
-    for (int k = 0; k < kResamplePhases * kBankTaps; ++k) {
-      slope[k] = static_cast<R>(exact[k + kBankTaps] - exact[k]);
+    for (int q = 0; q < kResamplePhases; ++q) {
+      R* values = row + q * kBankRow;
+      R* slopes = values + 2 * kBankTaps;
+      for (int j = 0; j < kBankTaps; ++j) {
+        const int k = q * kBankTaps + j;
+        values[2 * j] = values[2 * j + 1] = static_cast<R>(exact[k]);
+        slopes[2 * j] = slopes[2 * j + 1] = static_cast<R>(exact[k + kBankTaps] - exact[k]);
+      }
     }
   }
 };
@@ -99,16 +108,16 @@ struct LanesOf<double> {
 template <typename R>
 using Lanes = typename LanesOf<R>::type;
 
-// The bank's taps at `phase` in [0, 1), interpolated between its rows.
+// The bank's row below `phase` in [0, 1) and the fraction of the way to the
+// next: tap j's weight is value[j] + fraction * slope[j], the values and
+// slopes paired as the row lays them out.
 template <typename R>
-inline __attribute__((always_inline)) void Weights(const KernelBank<R>& bank, double phase,
-                                                   R* weights) {
+inline __attribute__((always_inline)) const R* Row(const KernelBank<R>& bank, double phase,
+                                                   R* fraction) {
   const double position = phase * kResamplePhases;
   const int row = std::min(static_cast<int>(position), kResamplePhases - 1);
-  const R fraction = static_cast<R>(position - row);
-  const R* value = bank.value + row * kBankTaps;
-  const R* slope = bank.slope + row * kBankTaps;
-  for (int j = 0; j < kBankTaps; ++j) weights[j] = value[j] + fraction * slope[j];
+  *fraction = static_cast<R>(position - row);
+  return bank.row + row * kBankRow;
 }
 
 // The body of ResampleSpan, compiled into each vector width's copy.
@@ -125,37 +134,35 @@ inline __attribute__((always_inline)) void ResampleBody(const R* in, int64_t in_
   const int64_t first_in = std::max<int64_t>(in_start, 0);
   const int64_t end_in = std::min<int64_t>(in_start + in_length, input_length);
   if (end_out <= first_out || end_in <= first_in) return;
-  alignas(64) R weights[kBankTaps];
-  alignas(64) R paired[2 * kBankTaps];
   if (r >= 1.0) {
     // Gather: output m reads inputs floor(m / r) + k.
     for (int64_t m = first_out; m < end_out; ++m) {
       const double centre = static_cast<double>(m) / r;
       const double whole = std::floor(centre);
-      Weights(bank, centre - whole, weights);
+      R fraction = 0;
+      const R* row = Row(bank, centre - whole, &fraction);
       const int64_t base = static_cast<int64_t>(whole) - kBankCentre;  // input of weight 0
       const int64_t low = std::max<int64_t>(first_in - base, 0);
       const int64_t high = std::min<int64_t>(end_in - base, kBankTaps);
       if (high <= low) continue;
       // Eight running sums, re and im of four taps at a time, each in order
       // (a vector of the compiler's, whatever width the copy has).
-      for (int64_t j = 0; j < kBankTaps; ++j) {
-        paired[2 * j] = weights[j];
-        paired[2 * j + 1] = weights[j];
-      }
       const R* x = in + 2 * (base + low - in_start);
-      const R* w = paired + 2 * low;
+      const R* v = row + 2 * low;
+      const R* s = v + 2 * kBankTaps;
       const int64_t values = 2 * (high - low);
       Lanes<R> sums = {};
       int64_t e = 0;
       for (; e + 8 <= values; e += 8) {
-        Lanes<R> wv;
+        Lanes<R> vv;
+        Lanes<R> sv;
         Lanes<R> xv;
-        std::memcpy(&wv, w + e, sizeof wv);
+        std::memcpy(&vv, v + e, sizeof vv);
+        std::memcpy(&sv, s + e, sizeof sv);
         std::memcpy(&xv, x + e, sizeof xv);
-        sums += wv * xv;
+        sums += (vv + fraction * sv) * xv;
       }
-      for (; e < values; ++e) sums[e % 2] += w[e] * x[e];
+      for (; e < values; ++e) sums[e % 2] += (v[e] + fraction * s[e]) * x[e];
       const R scale = static_cast<R>(kResamplePassband);
       R* y = out + 2 * (m - out_start);
       y[0] = scale * ((sums[0] + sums[2]) + (sums[4] + sums[6]));
@@ -174,31 +181,31 @@ inline __attribute__((always_inline)) void ResampleBody(const R* in, int64_t in_
   for (int64_t i = from; i < to; ++i) {
     const double centre = r * static_cast<double>(i);
     const double whole = std::floor(centre);
-    Weights(bank, centre - whole, weights);
+    R fraction = 0;
+    const R* row = Row(bank, centre - whole, &fraction);
     const int64_t base = static_cast<int64_t>(whole) - kBankCentre;  // output of weight 0
     const int64_t low = std::max<int64_t>(first_out - base, 0);
     const int64_t high = std::min<int64_t>(end_out - base, kBankTaps);
     if (high <= low) continue;
-    for (int64_t j = 0; j < kBankTaps; ++j) {
-      paired[2 * j] = weights[j];
-      paired[2 * j + 1] = weights[j];
-    }
     const R xr = in[2 * (i - in_start)];
     const R xi = in[2 * (i - in_start) + 1];
     const Lanes<R> sample = {xr, xi, xr, xi, xr, xi, xr, xi};
     R* y = out + 2 * (base + low - out_start);
-    const R* w = paired + 2 * low;
+    const R* v = row + 2 * low;
+    const R* s = v + 2 * kBankTaps;
     const int64_t values = 2 * (high - low);
     int64_t e = 0;
     for (; e + 8 <= values; e += 8) {
       Lanes<R> yv;
-      Lanes<R> wv;
+      Lanes<R> vv;
+      Lanes<R> sv;
       std::memcpy(&yv, y + e, sizeof yv);
-      std::memcpy(&wv, w + e, sizeof wv);
-      yv += wv * sample;
+      std::memcpy(&vv, v + e, sizeof vv);
+      std::memcpy(&sv, s + e, sizeof sv);
+      yv += (vv + fraction * sv) * sample;
       std::memcpy(y + e, &yv, sizeof yv);
     }
-    for (; e < values; ++e) y[e] += w[e] * (e % 2 == 0 ? xr : xi);
+    for (; e < values; ++e) y[e] += (v[e] + fraction * s[e]) * (e % 2 == 0 ? xr : xi);
   }
   const R scale = static_cast<R>(kResamplePassband * r);
   for (int64_t k = 2 * (first_out - out_start); k < 2 * (end_out - out_start); ++k) out[k] *= scale;
