@@ -131,4 +131,8 @@ def test_rows_of_one_batch_each_take_their_own_parameters():
 
 
 def test_kinds_are_numbered_as_the_reference_numbers_them():
-    assert _native.AUGMENT_KINDS == ref.KINDS
+    from sds_loader.augment.transforms import KINDS
+
+    # The reference's numbering is written out on its own; the Python layer's
+    # must be the core's too, or a chain would run other transforms than it names.
+    assert _native.AUGMENT_KINDS == ref.KINDS == KINDS
