@@ -309,8 +309,11 @@ std::vector<ObjectStoreSource::TailAnswer> ObjectStoreSource::FetchTails(
     // again once this round's locks are let go.
     const CachedTail got =
         ReadCachedTail(wanted[k], known_version[k], known_size[k], &answers[k], deadline);
-    // A read-only cache that lacks it will not have it later: fetched now.
-    if (got == CachedTail::kNotYet) (cache->read_only() ? failed : later).push_back(k);
+    // A read-only cache that lacks it will not have it later, and on the
+    // last try it has had its chances (its opener gave up, its entry was
+    // damaged): fetched now, under the lock, and stored again.
+    if (got == CachedTail::kNotYet)
+      (cache->read_only() || cache_tries <= 1 ? failed : later).push_back(k);
     if (got == CachedTail::kFailed) failed.push_back(k);
   }
   // Nothing is kept, in memory or in the cache, before the footer it holds
@@ -348,13 +351,11 @@ std::vector<ObjectStoreSource::TailAnswer> ObjectStoreSource::FetchTails(
       cache->UnlockUrl(urls[k], cache->LockUrl(urls[k], /*wait=*/true, deadline));
       waited.push_back(wanted[k]);
     }
-    // The last try fetches what the cache still lacks (an opener that gave
-    // up, an entry found damaged) under the lock, and stores it.
+    // Every try looks in the cache first: an opener that has let go has
+    // stored what it fetched, and fetching it again would cost its bytes
+    // twice. The last try fetches what the cache still lacks (see above).
     const bool in_time = std::chrono::steady_clock::now() < deadline;
-    const std::vector<TailAnswer> got = !in_time || cache_tries <= 1 ? FetchTails(waited, 0)
-                                        : cache_tries > 2
-                                            ? FetchTails(waited, cache_tries - 1)
-                                            : FetchTails(waited, 1, /*probe_cache=*/false);
+    const std::vector<TailAnswer> got = FetchTails(waited, in_time ? cache_tries - 1 : 0);
     for (size_t j = 0; j < later.size(); ++j) answers[later[j]] = got[j];
   }
   return answers;
