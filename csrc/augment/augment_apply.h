@@ -12,6 +12,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
+
+#include "augment/augment_chain.h"
+#include "base/row_finisher.h"
 
 namespace sdsl {
 
@@ -39,7 +43,10 @@ struct AugmentBatch {
   const int64_t* src_start = nullptr;      // source sample i is original index src_start + i
   const int64_t* record_length = nullptr;  // N_0 of each row
   const int64_t* out_start = nullptr;      // out sample j is final index out_start + j
-  const void* source = nullptr;            // rows * channels * source_samples complex values
+  // rows * channels * source_samples complex values; may be `out` itself
+  // (in place) where every row's source is its window: source_samples ==
+  // out_samples and src_start == out_start.
+  const void* source = nullptr;
   int64_t source_samples = 0;
   void* out = nullptr;  // rows * channels * out_samples complex values
   int64_t out_samples = 0;
@@ -50,10 +57,44 @@ struct AugmentBatch {
   uint64_t first_channel = 0;
 };
 
-// Checks every step's kind and every row's parameters, lengths and that its
-// source holds the part of its span inside its record (ReaderError kArgument
-// naming the row), then runs the rows on the calling thread and up to
-// threads - 1 helpers. `source` and `out` must not overlap.
+// One batch's chain over one or more fields of each row, checked whole when
+// made, then run row by row: by a read's own threads as each row is decoded
+// (FinishRow), and after the read on the rows it did not decode itself
+// (FinishRest).
+//
+// The fields share the chain, the rows' parameters, ordinals, spans and
+// lengths (`fields[0]`'s); each has its own samples, channel numbering
+// (first_channel) and `params` (a noise step's SNR after and sigma2 written
+// back, from the field's own measured power). A row is always run from the
+// parameters as given, copied when made: running it again (a read that
+// decodes a row twice) gives the same bytes.
+class AugmentRows : public RowFinisher {
+ public:
+  // Checks every step's kind and every row's parameters, lengths and that
+  // its source holds the part of its span inside its record (ReaderError
+  // kArgument naming the row and field); a field's source and out must be
+  // one buffer laid out alike (in place) or not overlap.
+  explicit AugmentRows(std::vector<AugmentBatch> fields);
+
+  void FinishRow(size_t row) const override;
+  // Runs the rows FinishRow has not run, on the calling thread and up to
+  // threads - 1 helpers.
+  void FinishRest(size_t threads);
+  size_t finished_rows() const;
+
+ private:
+  template <typename R>
+  void Run(size_t row, std::vector<R>* scratch) const;
+
+  std::vector<AugmentBatch> fields_;
+  std::vector<double> given_;       // rows * steps * 4, as made
+  std::vector<int64_t> lengths_;    // rows * (steps + 1)
+  std::vector<AugmentSpan> spans_;  // rows * (steps + 1)
+  // One byte a row, each written by the one thread running that row.
+  mutable std::vector<uint8_t> finished_;
+};
+
+// A batch of one field run whole: AugmentRows({batch}).FinishRest(threads).
 void AugmentApply(const AugmentBatch& batch, size_t threads);
 
 }  // namespace sdsl

@@ -148,8 +148,11 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
     const R* from = source + 2 * ((row * channels + c) * static_cast<size_t>(batch.source_samples) +
                                   static_cast<size_t>(loaded.start - batch.src_start[row]));
     std::fill(first, current.at(c, loaded.start), R(0));
-    std::memcpy(current.at(c, loaded.start), from,
-                static_cast<size_t>(loaded.length) * 2 * sizeof(R));
+    // In place (augment_apply.h), the row already holds its source.
+    if (from != current.at(c, loaded.start)) {
+      std::memcpy(current.at(c, loaded.start), from,
+                  static_cast<size_t>(loaded.length) * 2 * sizeof(R));
+    }
     std::fill(current.at(c, loaded.end()), last, R(0));
   }
 

@@ -26,8 +26,8 @@ std::atomic<double> settled{0.0};
 }  // namespace
 
 const char* StageName(size_t stage) {
-  static constexpr const char* kNames[kStages] = {"plan",       "wait",  "hash",
-                                                  "decompress", "parse", "copy"};
+  static constexpr const char* kNames[kStages] = {"plan",  "wait", "hash",   "decompress",
+                                                  "parse", "copy", "augment"};
   return stage < kStages ? kNames[stage] : "";
 }
 

@@ -20,8 +20,9 @@ namespace sdsl {
 
 // What a thread of a read is doing. kCopy is also where time goes that no
 // narrower stage claims (the walk from record to record around the copies).
-enum class Stage : uint8_t { kPlan, kWait, kHash, kDecompress, kParse, kCopy };
-constexpr size_t kStages = 6;
+// kAugment: a row's augmentation chain, run once the row is decoded.
+enum class Stage : uint8_t { kPlan, kWait, kHash, kDecompress, kParse, kCopy, kAugment };
+constexpr size_t kStages = 7;
 
 // "plan", "wait", ...: the names Python sees.
 const char* StageName(size_t stage);

@@ -4,7 +4,9 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "augment/augment_apply.h"
@@ -117,11 +119,21 @@ Samples SamplesOf(const py::array& array, const char* name) {
                  static_cast<int64_t>(array.shape(2)), c128};
 }
 
-void Apply(const KindArray& kinds, py::array params, const py::int_& seed, const py::int_& epoch,
-           const Int64Array& ordinals, const py::array& source, const Int64Array& src_start,
-           const Int64Array& record_length, py::array out, const Int64Array& out_start,
-           int64_t threads, const py::int_& first_channel) {
-  const size_t steps = Steps(kinds, params);
+// What one batch's run shares between its fields, checked.
+struct Shared {
+  KindArray kinds;
+  Int64Array ordinals;
+  Int64Array src_start;
+  Int64Array record_length;
+  Int64Array out_start;
+  uint64_t seed;
+  uint64_t epoch;
+};
+
+// One field's batch: its source, out and params checked against the rows.
+sdsl::AugmentBatch FieldBatch(const Shared& shared, py::array& params, const py::array& source,
+                              py::array& out, const py::int_& first_channel) {
+  const size_t steps = Steps(shared.kinds, params);
   if (!params.dtype().is(py::dtype::of<double>()) || !(params.flags() & py::array::c_style) ||
       !params.writeable()) {
     throw py::value_error(
@@ -137,35 +149,97 @@ void Apply(const KindArray& kinds, py::array params, const py::int_& seed, const
     throw py::value_error(
         "params, source and out must have one row count, source and out one channel count");
   }
-  NeedRows(ordinals, rows, "ordinals");
-  NeedRows(src_start, rows, "src_start");
-  NeedRows(record_length, rows, "record_length");
-  NeedRows(out_start, rows, "out_start");
-  if (threads < 0 || threads > 1024) throw py::value_error("threads must be in [0, 1024]");
+  NeedRows(shared.ordinals, rows, "ordinals");
+  NeedRows(shared.src_start, rows, "src_start");
+  NeedRows(shared.record_length, rows, "record_length");
+  NeedRows(shared.out_start, rows, "out_start");
   const char* in_bytes = static_cast<const char*>(source.data());
   const char* out_bytes = static_cast<const char*>(out.data());
-  if (in_bytes < out_bytes + out.nbytes() && out_bytes < in_bytes + source.nbytes()) {
+  // One buffer runs in place (the core checks its rows' spans allow it);
+  // any other sharing is refused.
+  if (in_bytes != out_bytes && in_bytes < out_bytes + out.nbytes() &&
+      out_bytes < in_bytes + source.nbytes()) {
     throw py::value_error("source and out must not share memory: give out a buffer of its own");
   }
   sdsl::AugmentBatch batch;
-  batch.chain = sdsl::AugmentSteps{kinds.data(), steps};
+  batch.chain = sdsl::AugmentSteps{shared.kinds.data(), steps};
   batch.params = static_cast<double*>(params.mutable_data());
   batch.rows = rows;
   batch.channels = in.channels;
-  batch.seed = Unsigned64(seed, "seed");
-  batch.epoch = Unsigned64(epoch, "epoch");
+  batch.seed = shared.seed;
+  batch.epoch = shared.epoch;
   batch.first_channel = Unsigned64(first_channel, "first_channel");
-  batch.ordinals = ordinals.data();
-  batch.src_start = src_start.data();
-  batch.record_length = record_length.data();
-  batch.out_start = out_start.data();
+  batch.ordinals = shared.ordinals.data();
+  batch.src_start = shared.src_start.data();
+  batch.record_length = shared.record_length.data();
+  batch.out_start = shared.out_start.data();
   batch.source = source.data();
   batch.source_samples = in.samples;
   batch.out = out.mutable_data();
   batch.out_samples = to.samples;
   batch.wide = in.wide;
+  return batch;
+}
+
+void Apply(const KindArray& kinds, py::array params, const py::int_& seed, const py::int_& epoch,
+           const Int64Array& ordinals, const py::array& source, const Int64Array& src_start,
+           const Int64Array& record_length, py::array out, const Int64Array& out_start,
+           int64_t threads, const py::int_& first_channel) {
+  if (threads < 0 || threads > 1024) throw py::value_error("threads must be in [0, 1024]");
+  const Shared shared{kinds,
+                      ordinals,
+                      src_start,
+                      record_length,
+                      out_start,
+                      Unsigned64(seed, "seed"),
+                      Unsigned64(epoch, "epoch")};
+  const sdsl::AugmentBatch batch = FieldBatch(shared, params, source, out, first_channel);
   py::gil_scoped_release release;
   sdsl::AugmentApply(batch, static_cast<size_t>(threads));
+}
+
+// A batch's run given to a read (read_ordinals(finish=)): the core's
+// AugmentRows, with the arrays it points into kept alive beside it.
+class AugmentRowsHandle final : public sdsl::AugmentRows {
+ public:
+  AugmentRowsHandle(std::vector<sdsl::AugmentBatch> fields, Shared shared, py::list arrays)
+      : sdsl::AugmentRows(std::move(fields)),
+        shared_(std::move(shared)),
+        arrays_(std::move(arrays)) {}
+
+ private:
+  Shared shared_;
+  py::list arrays_;
+};
+
+std::unique_ptr<AugmentRowsHandle> MakeRows(const KindArray& kinds, const py::int_& seed,
+                                            const py::int_& epoch, const Int64Array& ordinals,
+                                            const Int64Array& src_start,
+                                            const Int64Array& record_length,
+                                            const Int64Array& out_start, const py::list& fields) {
+  Shared shared{kinds,
+                ordinals,
+                src_start,
+                record_length,
+                out_start,
+                Unsigned64(seed, "seed"),
+                Unsigned64(epoch, "epoch")};
+  std::vector<sdsl::AugmentBatch> batches;
+  py::list arrays;
+  for (const py::handle item : fields) {
+    const py::tuple field = py::reinterpret_borrow<py::tuple>(item);
+    if (field.size() != 4) {
+      throw py::value_error("each field is (source, out, params, first_channel)");
+    }
+    py::array source = field[0].cast<py::array>();
+    py::array out = field[1].cast<py::array>();
+    py::array params = field[2].cast<py::array>();
+    batches.push_back(FieldBatch(shared, params, source, out, field[3].cast<py::int_>()));
+    arrays.append(source);
+    arrays.append(out);
+    arrays.append(params);
+  }
+  return std::make_unique<AugmentRowsHandle>(std::move(batches), std::move(shared), arrays);
 }
 
 }  // namespace
@@ -192,6 +266,29 @@ void BindAugment(py::module_& m) {
         "Runs the chain on each row's source span into its window of `out`, rows over `threads` "
         "threads; writes "
         "each noise step's SNR after (p2) and sigma2 (p3) back into `params`.");
+  py::class_<sdsl::RowFinisher>(m, "RowFinisher",
+                                "Work a read does on each row right after decoding it.");
+  py::class_<AugmentRowsHandle, sdsl::RowFinisher>(
+      m, "AugmentRows",
+      "A batch's chain over its fields, for a read to run on each row as it decodes it "
+      "(read_ordinals(finish=)), then finish_rest() on the rows the read left.")
+      .def(py::init(&MakeRows), py::arg("kinds"), py::arg("seed"), py::arg("epoch"),
+           py::arg("ordinals"), py::arg("src_start"), py::arg("record_length"),
+           py::arg("out_start"), py::arg("fields"),
+           "fields: (source, out, params, first_channel) each; the first's params are the "
+           "draws, the others' copies of them. source may be out itself where every row's "
+           "source is its window (src_start == out_start).")
+      .def(
+          "finish_rest",
+          [](AugmentRowsHandle& rows, int64_t threads) {
+            if (threads < 0 || threads > 1024)
+              throw py::value_error("threads must be in [0, 1024]");
+            py::gil_scoped_release release;
+            rows.FinishRest(static_cast<size_t>(threads));
+          },
+          py::arg("threads"), "Runs the rows no read has run.")
+      .def_property_readonly("finished_rows", &AugmentRowsHandle::finished_rows,
+                             "Rows run so far.");
 }
 
 }  // namespace sdsl_python

@@ -263,10 +263,12 @@ py::array_t<uint8_t> Read(sdsl::ShardSet& set, const Int64Array& files,
 
 py::array_t<uint8_t> ReadOrdinals(sdsl::ShardSet& set, const Int64Array& ordinals,
                                   const LayoutSpec& spec, const py::dict& buffers, int threads,
-                                  const py::object& starts, bool pad) {
+                                  const py::object& starts, bool pad,
+                                  const sdsl::RowFinisher* finish) {
   if (ordinals.ndim() != 1) throw py::value_error("ordinals must be a 1-D int64 array");
   const size_t count = static_cast<size_t>(ordinals.size());
   PreparedBatch batch = Prepare(spec, buffers, count, starts, pad);
+  batch.layout.finisher = finish;
   uint8_t* flags = batch.needs_fallback.mutable_data();
   {
     py::gil_scoped_release release;
@@ -382,7 +384,9 @@ void BindShardSet(py::module_& m) {
            py::arg("starts") = py::none(), py::arg("pad") = false)
       .def("read_ordinals", &ReadOrdinals, py::arg("ordinals"), py::arg("layout"),
            py::arg("buffers"), py::arg("threads"), py::arg("starts") = py::none(),
-           py::arg("pad") = false, "read, each ordinal located in the shard table keep_runs kept.")
+           py::arg("pad") = false, py::arg("finish") = nullptr,
+           "read, each ordinal located in the shard table keep_runs kept; `finish` (an "
+           "AugmentRows) runs on each row the core decodes, as it decodes it.")
       .def("keep_runs", &KeepRuns, py::arg("starts").noconvert(), py::arg("skips").noconvert(),
            py::arg("files").noconvert(), py::keep_alive<1, 2>(), py::keep_alive<1, 3>(),
            py::keep_alive<1, 4>(),

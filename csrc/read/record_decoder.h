@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/row_finisher.h"
 #include "base/stage_clock.h"
 #include "container/value_stream.h"
 #include "read/window_plan.h"
@@ -39,6 +40,8 @@ struct BatchLayout {
   std::vector<FieldSlot> fields;
   std::vector<TargetSlot> targets;
   WindowSpec window;
+  // Run on each row once it holds its record (null: nothing).
+  const RowFinisher* finisher = nullptr;
 };
 
 // A SafeTensors header parsed earlier, with the bytes it was parsed from.

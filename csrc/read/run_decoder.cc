@@ -90,6 +90,11 @@ void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,
     for (size_t k = 1; k < record.rows.size(); ++k) {
       CopyRow(layout, record.rows[0], record.rows[k]);
     }
+    // After the copies, which must take the record as decoded.
+    if (layout.finisher != nullptr) {
+      const StageScope augmenting(scratch->clock, Stage::kAugment);
+      for (size_t k = 0; k < record.rows.size(); ++k) layout.finisher->FinishRow(record.rows[k]);
+    }
   }
 }
 

@@ -26,7 +26,8 @@ struct ChunkRecords {
 };
 
 // Decodes the wanted records of one chunk into their rows and copies each
-// to the rows that repeat it. `keys` are the field-to-tensor hints, updated
+// to the rows that repeat it, then runs the layout's finisher on each of
+// those rows. `keys` are the field-to-tensor hints, updated
 // when a record maps its fields otherwise; `current` follows the record
 // being decoded, for error messages.
 void DecodeChunkRecords(const WantedChunk& wanted, const ChunkRecords& records,

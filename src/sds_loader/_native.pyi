@@ -150,8 +150,10 @@ class ShardSet:
         threads: int,
         starts: npt.ArrayLike | None = None,
         pad: bool = False,
+        finish: RowFinisher | None = None,
     ) -> npt.NDArray[np.uint8]:
-        """read, each ordinal located in the shard table keep_runs kept."""
+        """read, each ordinal located in the shard table keep_runs kept; `finish` (an
+        AugmentRows) runs on each row the core decodes, as it decodes it."""
     def keep_runs(
         self, starts: npt.NDArray[np.int64], skips: npt.NDArray[np.int64], files: npt.NDArray[np.int64]
     ) -> None:
@@ -266,3 +268,30 @@ def augment_apply(
     threads: int,
     first_channel: int = 0,
 ) -> None: ...
+
+class RowFinisher:
+    """Work a read does on each row right after decoding it."""
+
+class AugmentRows(RowFinisher):
+    """A batch's chain over its fields, for a read to run on each row as it decodes it
+    (read_ordinals(finish=)), then finish_rest() on the rows the read left."""
+
+    def __init__(
+        self,
+        kinds: npt.ArrayLike,
+        seed: int,
+        epoch: int,
+        ordinals: npt.ArrayLike,
+        src_start: npt.ArrayLike,
+        record_length: npt.ArrayLike,
+        out_start: npt.ArrayLike,
+        fields: Sequence[tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.float64], int]],
+    ) -> None:
+        """fields: (source, out, params, first_channel) each; the first's params are the draws,
+        the others' copies of them. source may be out itself where every row's source is its
+        window (src_start == out_start)."""
+    def finish_rest(self, threads: int) -> None:
+        """Runs the rows no read has run."""
+    @property
+    def finished_rows(self) -> int:
+        """Rows run so far."""

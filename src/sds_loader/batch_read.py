@@ -11,8 +11,8 @@ batches to come (`announce`) go to the same state.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,7 @@ def read_batch(
     stats: ReadStats,
     started: float,
     apart: dict[str, np.ndarray] | None = None,
+    finish: Callable[[dict[str, np.ndarray]], Any] | None = None,
 ) -> dict[str, np.ndarray]:
     """Read `ordinals` under the layout `layouts` confirms for them into `out`, else fresh arrays.
 
@@ -47,6 +48,9 @@ def read_batch(
     waits among them. Python's stage is timed from `started`. The fields
     `apart` names are decoded into fresh arrays put there instead, their
     returned buffers left for the caller to fill (an augmentation's output).
+    `finish` makes, from a read's arrays, work for the core to do on each row
+    as it decodes it (an augmentation's `AugmentRows`), whose `finish_rest`
+    then runs on the rows the core left to signal_dataset.
     """
     pad = window is not None and window.pad
     if layouts.last is None:
@@ -68,6 +72,7 @@ def read_batch(
             decoded = dict(arrays)
             for name in apart:
                 decoded[name] = apart[name] = np.empty_like(arrays[name])
+        finisher = finish(arrays) if finish is not None and ordinals.size else None
         if ordinals.size:
             read_into(
                 state,
@@ -80,7 +85,10 @@ def read_batch(
                 stats=stats,
                 batches=1,
                 started=since,
+                finish=finisher,
             )
+        if finisher is not None:
+            finisher.finish_rest(threads)
         return arrays
 
     if ordinals.size == 0:
@@ -107,9 +115,11 @@ def read_into(
     stats: ReadStats,
     batches: int,
     started: float,
+    finish: Any = None,
 ) -> None:
     """Fill `arrays` with `ordinals` under `schema`; `stats` count the records and `batches`
-    more batches once it succeeds, and the read's stage times (Python's since `started`)."""
+    more batches once it succeeds, and the read's stage times (Python's since `started`).
+    The core runs `finish` (a `_native.RowFinisher`) on each row it decodes."""
     if state.native is None:
         state.fallback.fill(ordinals, np.arange(ordinals.size), schema, arrays, starts, pad)
         read_stats.count_fallback_batch(
@@ -124,7 +134,7 @@ def read_into(
     try:
         # The core locates each ordinal in the table it keeps (ShardTable.native):
         # a round trip less, which a batch of a few short records notices.
-        needs_fallback = state.native.read_ordinals(ordinals, layout, arrays, threads, starts, pad)
+        needs_fallback = state.native.read_ordinals(ordinals, layout, arrays, threads, starts, pad, finish)
     except BaseException:
         read_stats.count_fetches(stats, state)
         read_stats.count_failed_native(stats, state.native, state.native.helped_batches - helped, started)

@@ -41,6 +41,7 @@ cannot is the storage error Python raises for it, as on the native path).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import stat
@@ -53,6 +54,7 @@ from typing import Any, cast, overload
 
 import numpy as np
 import signal_dataset as sds
+from signal_dataset.record.metadata import RecordMetadataCodec
 from signal_dataset.storage import ArrayRecordShardStore, object_store_for
 from signal_dataset.storage.paths import validate_root_uri
 from signal_dataset.storage.staging import default_staging
@@ -134,7 +136,8 @@ class FallbackReader:
         return cast(list[RecordLayout], self._call("read_layouts", ordinals))
 
     def record_documents(self, ordinals: list[int]) -> list[dict[str, Any]]:
-        """Each record's id and metadata, as the metadata shards' JSON holds them (no tensor is read)."""
+        """Each record's metadata document (id, metadata, fields and their axes), as the metadata
+        shards' JSON holds it (no tensor is read)."""
         return cast(list[dict[str, Any]], self._call("read_documents", ordinals))
 
     def close(self) -> None:
@@ -363,7 +366,10 @@ def read_documents(dataset: sds.Dataset, ordinals: list[int]) -> list[dict[str, 
         records = dataset.record_metadata.__getitems__(ordinals)
     except Exception as exc:  # noqa: BLE001 - _blame keeps what is not damage
         raise _blame(dataset, ordinals, exc, metadata=True) from None
-    return [{"id": record.id, "metadata": _plain(record.metadata)} for record in records]
+    # The document the metadata shards hold, as the native path reads it:
+    # its fields' axes too (an augmentation's sample rate is one's step).
+    codec = RecordMetadataCodec()
+    return [json.loads(codec.encode(record)) for record in records]
 
 
 #: What signal_dataset raises for a record it refuses to read.

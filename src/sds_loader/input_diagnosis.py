@@ -64,6 +64,12 @@ def _remedy(stage: str, reads: ReadStats, in_workers: bool) -> str:
             'Checking every read\'s hashes costs the time shown: verify_checksums="once" checks '
             "each chunk on its first read in a process and trusts it after"
         )
+    if stage == "augment":
+        return (
+            f"The augmentation chain runs in the reader's threads as each row is decoded: give it {more}; "
+            "resampling costs the most of its transforms (docs/augmentation.md gives each one's cost), "
+            "and a transform with a probability below 1 costs nothing on the rows it skips"
+        )
     if stage == "python":
         return (
             f"Most of it is Python around each read, a fixed cost per batch: larger batches spread it, "

@@ -85,7 +85,7 @@ class ReadStats:
     @property
     def stage_seconds(self) -> dict[str, float]:
         """Seconds the reads spent in each stage, summed over their threads: the core's
-        ("plan", "wait", "hash", "decompress", "parse", "copy") and "python"."""
+        ("plan", "wait", "hash", "decompress", "parse", "copy", "augment") and "python"."""
         return stage_times.as_mapping(self._stage)
 
     def snapshot(self) -> ReadStats:

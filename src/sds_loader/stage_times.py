@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import numpy as np
 
 #: In the order the core's array holds them (``_native.STAGES``).
-STAGES: tuple[str, ...] = ("plan", "wait", "hash", "decompress", "parse", "copy", "python")
+STAGES: tuple[str, ...] = ("plan", "wait", "hash", "decompress", "parse", "copy", "augment", "python")
 
 #: What each stage is, in the words the docs and the diagnosis use.
 STAGE_MEANINGS: Mapping[str, str] = {
@@ -30,6 +30,7 @@ STAGE_MEANINGS: Mapping[str, str] = {
     "decompress": "decompressing",
     "parse": "parsing chunk, record headers and descriptors",
     "copy": "copying into the batch's rows",
+    "augment": "running the augmentation chain on each row as it is decoded",
     "python": "Python around the native read",
 }
 

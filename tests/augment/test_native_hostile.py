@@ -203,8 +203,27 @@ def test_seeds_epochs_and_positions_out_of_range_are_refused():
         )
 
 
-def test_source_and_out_may_not_share_memory():
-    kinds = np.array([1], dtype=np.int32)
-    buffer = np.zeros((1, 1, 8), dtype=np.complex64)
+def test_source_and_out_share_memory_only_as_one_buffer_run_in_place():
+    kinds = np.array([1, 5], dtype=np.int32)  # phase, then noise
+    params = np.array([[[1.0, 0.5, 0, 0], [1.0, 10.0, np.nan, 0]]] * 2)
+    rng = np.random.default_rng(3)
+    record = (rng.normal(size=(2, 1, 64)) + 1j * rng.normal(size=(2, 1, 64))).astype(np.complex64)
+    apart = np.zeros_like(record)
+    apply(kinds, params.copy(), record, apart)
+    in_place = record.copy()
+    apply(kinds, params.copy(), in_place, in_place)
+    assert in_place.tobytes() == apart.tobytes()
+    # A view that overlaps without being the same rows is refused.
+    buffer = np.zeros((1, 1, 16), dtype=np.complex64)
     with pytest.raises(ValueError, match="must not share memory"):
-        apply(kinds, np.zeros((1, 1, 4)), buffer, buffer)
+        apply(np.array([1], np.int32), np.zeros((1, 1, 4)), buffer[:, :, :8], buffer[:, :, 4:12])
+    # In place, a row's source must be its window.
+    with pytest.raises(ValueError, match="runs in place"):
+        apply(
+            np.array([1], np.int32),
+            np.array([[[1.0, 0.5, 0, 0]]]),
+            buffer,
+            buffer,
+            src_start=np.array([0]),
+            out_start=np.array([3]),
+        )

@@ -1,15 +1,17 @@
 """A reader's chain at work: checked against the dataset when the reader is made, then run on
-every batch between the native decode and the caller, with the labels moved alike.
+every row of a batch as the native read decodes it, with the labels moved alike.
 
 Three paths, by what the chain does to sample positions:
 
-- no window: the batch is decoded apart, and the chain runs from it into the
-  batch's own buffers (a row keeps its stored length: a resample's output is
-  cut, or zero past ``ceil(N r)``);
+- no window: each row is decoded into the batch's own buffers and the chain
+  runs on it there, in place, on the thread that decoded it and right after,
+  while the row is in that core's cache (a row keeps its stored length: a
+  resample's output is cut, or zero past ``ceil(N r)``);
 - a window, and a chain that keeps every sample where it is (phase,
   frequency shift, gain, noise, inversion, IQ imbalance): the window is
-  decoded apart and the chain runs on it alone, with the window's absolute
-  positions (a frequency shift's phase, a noise sample's key);
+  decoded and the chain runs on it alone, in place as above, with the
+  window's absolute positions (a frequency shift's phase, a noise sample's
+  key);
 - a window, and a chain that moves samples (time shift, reversal,
   resample): the native core says which span of each stored record the
   window of the final record needs (`augment_spans`), that span is decoded
@@ -332,12 +334,38 @@ class Augmenter:
                 first_channel=k << 32,
             )
 
-    def _read_plain(
-        self, batch: BatchRead, starts: np.ndarray | None, length: int | None
-    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """The batch as the reader reads it, its augmented fields decoded apart."""
-        apart: dict[str, np.ndarray] = {item.name: np.empty(0) for item in self.fields}
-        arrays = batch_read.read_batch(
+    def _rows(
+        self,
+        drawn: Drawn,
+        batch: BatchRead,
+        arrays: Mapping[str, np.ndarray],
+        record_length: np.ndarray,
+        starts: np.ndarray,
+    ) -> object:
+        """The chain over `arrays`' augmented fields, in place, for the read to run row by row.
+
+        Fields share the draws and get noise of their own, as `_apply` says.
+        """
+        from sds_loader import _native
+
+        fields = []
+        for k, item in enumerate(self.fields):
+            rows = complex_rows(arrays[item.name], item.pairs)
+            params = drawn.params if k == 0 else drawn.params.copy()
+            fields.append((rows, rows, params, k << 32))
+        return _native.AugmentRows(
+            drawn.kinds, self.seed, batch.epoch, batch.ordinals, starts, record_length, starts, fields
+        )
+
+    def _read_in_place(
+        self,
+        batch: BatchRead,
+        starts: np.ndarray | None,
+        length: int | None,
+        finish: Callable[[dict[str, np.ndarray]], object],
+    ) -> dict[str, np.ndarray]:
+        """The batch as the reader reads it, `finish`'s chain run on each row as it is decoded."""
+        return batch_read.read_batch(
             batch.state,
             batch.layouts,
             batch.ordinals,
@@ -349,22 +377,28 @@ class Augmenter:
             threads=batch.threads,
             stats=batch.stats,
             started=batch.started,
-            apart=apart,
+            finish=finish,
         )
-        return arrays, apart
 
     def _read_whole(
         self, batch: BatchRead
     ) -> tuple[dict[str, np.ndarray], Drawn, np.ndarray | None, Placement]:
-        arrays, apart = self._read_plain(batch, None, None)
         rows = batch.ordinals.size
         first = self.fields[0]
-        length = complex_rows(apart[first.name], first.pairs).shape[-1]
-        lengths = np.full(rows, length, dtype=np.int64)
-        drawn, center = self._draw(batch.state, batch.ordinals, lengths, batch.epoch)
         zeros = np.zeros(rows, dtype=np.int64)
-        if rows:
-            self._apply(drawn, batch, apart, arrays, zeros, lengths, zeros)
+        made: list[tuple[Drawn, np.ndarray | None]] = []
+
+        def finish(arrays: dict[str, np.ndarray]) -> object:
+            # A row's length is its field's, known once the batch's arrays are.
+            length = complex_rows(arrays[first.name], first.pairs).shape[-1]
+            lengths = np.full(rows, length, dtype=np.int64)
+            made.append(self._draw(batch.state, batch.ordinals, lengths, batch.epoch))
+            return self._rows(made[-1][0], batch, arrays, lengths, zeros)
+
+        arrays = self._read_in_place(batch, None, None, finish)
+        if not made:  # no rows: nothing was drawn
+            made.append(self._draw(batch.state, batch.ordinals, zeros, batch.epoch))
+        drawn, center = made[-1]
         return arrays, drawn, center, Placement(None, None)
 
     def _starts(
@@ -387,15 +421,28 @@ class Augmenter:
     ) -> tuple[dict[str, np.ndarray], Drawn, np.ndarray | None, Placement]:
         state = batch.state
         starts, length = self._starts(batch, lambda ordinals: self.record_lengths(state, ordinals))
-        arrays, apart = self._read_plain(batch, starts, length)
-        # Samples past a padded row's valid ones are outside its record; a
-        # pointwise chain needs no more of the record's length than that.
+        made: list[tuple[Drawn, np.ndarray | None]] = []
+
+        window = batch.window
+        assert window is not None
         first = self.fields[0].name
-        valid = arrays.get(length_key(first))
-        ends = starts + (valid if valid is not None else length)
-        drawn, center = self._draw(state, batch.ordinals, ends, batch.epoch)
-        if batch.ordinals.size:
-            self._apply(drawn, batch, apart, arrays, starts, ends, starts)
+
+        def finish(arrays: dict[str, np.ndarray]) -> object:
+            # Samples past a padded row's valid ones are outside its record;
+            # a pointwise chain needs no more of the record's length than
+            # that: a padded row ends where its first augmented field does
+            # (what the read will say it holds), clipped to the window.
+            ends = starts + length
+            if window.pad:
+                stored = self.numbers.lengths(state, batch.ordinals, self.axis, (first,))
+                ends = starts + np.clip(stored - starts, 0, length)
+            made.append(self._draw(state, batch.ordinals, ends, batch.epoch))
+            return self._rows(made[-1][0], batch, arrays, ends, starts)
+
+        arrays = self._read_in_place(batch, starts, length, finish)
+        if not made:
+            made.append(self._draw(state, batch.ordinals, starts + length, batch.epoch))
+        drawn, center = made[-1]
         return arrays, drawn, center, Placement(starts, length)
 
     def _read_spans(

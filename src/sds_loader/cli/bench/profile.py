@@ -20,7 +20,7 @@ from sds_loader.stage_times import STAGES
 HEADER = ["variant", "method", "µs a record", *STAGES]
 RIGHT = [False, False, *([True] * (len(STAGES) + 1))]
 #: One colour per stage, in STAGES order (the core's, then Python's).
-COLOURS = ("#8c564b", "#d62728", "#9467bd", "#1f77b4", "#2ca02c", "#ff7f0e", "#7f7f7f")
+COLOURS = ("#8c564b", "#d62728", "#9467bd", "#1f77b4", "#2ca02c", "#ff7f0e", "#e377c2", "#7f7f7f")
 
 
 def profiled(rows: Sequence[Row]) -> list[Row]:
