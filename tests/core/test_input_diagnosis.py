@@ -9,6 +9,10 @@ from sds_loader.input_diagnosis import INPUT_BOUND_SHARE, diagnose
 from sds_loader.rank_share import RankShare
 from sds_loader.stage_times import STAGES, from_mapping
 
+#: What `stats` sums to: 1 s in its stage and 10 ms in each other, with its stage's share.
+ONE_STAGE = 1.0 + 0.01 * (len(STAGES) - 1)
+ONE_STAGE_SHARE = f"{1.0 / ONE_STAGE:.0%}"
+
 
 def stats(stage: str, **counts: int) -> ReadStats:
     seconds = dict.fromkeys(STAGES, 0.01)
@@ -82,8 +86,10 @@ def test_the_waiting_rank_is_described_from_its_own_reads():
     for me in (0, 1):
         text = words(ranks[me].wait_share, summed, ranks[0].reads, ranks=ranks, rank=me)
         assert "rank 1 waits for data 70% of its time" in text, text
-        # 1 s decompressing and 10 ms in each of the seven other stages.
-        own = "On rank 1 the reads took 1.07 s in the training process itself (no workers), 93% of it decompr"
+        own = (
+            f"On rank 1 the reads took {ONE_STAGE:.2f} s in the training process itself (no workers), "
+            f"{ONE_STAGE_SHARE} of it decompr"
+        )
         assert own in text, text
         assert "DataLoader workers (num_workers=2 or more)" in text, text
         assert (
@@ -101,8 +107,8 @@ def test_waiting_ranks_that_read_alike_are_spoken_of_together():
     ]
     text = words(0.05, None, ranks=ranks, rank=1)
     assert "ranks 0, 2 and 3 wait for data more than 10% of their time (up to 50%)" in text, text
-    assert "On ranks 0 and 2 together the reads took 2.14 s in the DataLoader workers" in text, text
-    assert "On rank 3 the reads took 1.06 s in the training process itself (no workers)" in text, text
+    assert f"On ranks 0 and 2 together the reads took {2 * ONE_STAGE:.2f} s in the DataLoader workers" in text
+    assert f"On rank 3 the reads took {ONE_STAGE:.2f} s in the training process itself (no workers)" in text
     assert 'verify_checksums="once"' in text and "rank 1 " not in text.split("(rank 3).")[-1], text
 
 
