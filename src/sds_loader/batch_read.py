@@ -39,7 +39,7 @@ def read_batch(
     stats: ReadStats,
     started: float,
     apart: dict[str, np.ndarray] | None = None,
-    finish: Callable[[dict[str, np.ndarray]], Any] | None = None,
+    finish: Callable[[Schema, dict[str, np.ndarray]], Any] | None = None,
 ) -> dict[str, np.ndarray]:
     """Read `ordinals` under the layout `layouts` confirms for them into `out`, else fresh arrays.
 
@@ -48,7 +48,7 @@ def read_batch(
     waits among them. Python's stage is timed from `started`. The fields
     `apart` names are decoded into fresh arrays put there instead, their
     returned buffers left for the caller to fill (an augmentation's output).
-    `finish` makes, from a read's arrays, work for the core to do on each row
+    `finish` makes, from a read's layout and arrays, work for the core to do on each row
     as it decodes it (an augmentation's `AugmentRows`), whose `finish_rest`
     then runs on the rows the core left to signal_dataset.
     """
@@ -72,7 +72,7 @@ def read_batch(
             decoded = dict(arrays)
             for name in apart:
                 decoded[name] = apart[name] = np.empty_like(arrays[name])
-        finisher = finish(arrays) if finish is not None and ordinals.size else None
+        finisher = finish(layout, arrays) if finish is not None and ordinals.size else None
         if ordinals.size:
             read_into(
                 state,

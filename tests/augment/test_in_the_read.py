@@ -67,11 +67,18 @@ def test_rows_the_core_decodes_and_rows_signal_dataset_fills_are_augmented_alike
     assert not np.array_equal(batches["zstd"]["samples"], plain["samples"])
 
 
-def test_the_reads_threads_time_the_chain_as_a_stage_of_their_own(layouts: dict[str, str]) -> None:
-    chain = CHAINS["pointwise"]
+@pytest.mark.parametrize("chain", CHAINS.values(), ids=CHAINS.keys())
+@pytest.mark.parametrize(
+    "window", [None, Window("time", 300, crop="random", pad=True)], ids=["whole", "window"]
+)
+def test_the_reads_threads_time_the_chain_as_a_stage_of_their_own(
+    layouts: dict[str, str], chain: Chain, window: Window | None
+) -> None:
+    # Every path (whole records, a window in place, a window read from its
+    # span) runs the chain in the core's threads, where it is timed.
     with stage_times.sampled_every(1):
-        augmented = BatchReader(layouts["zstd"], fields=("samples",), augment=chain, threads=1)
-        plain = BatchReader(layouts["zstd"], fields=("samples",), threads=1)
+        augmented = BatchReader(layouts["zstd"], fields=("samples",), window=window, augment=chain, threads=1)
+        plain = BatchReader(layouts["zstd"], fields=("samples",), window=window, threads=1)
         for _ in range(3):
             augmented.read(ORDER, epoch=1)
             plain.read(ORDER, epoch=1)

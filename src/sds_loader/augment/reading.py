@@ -16,8 +16,9 @@ Three paths, by what the chain does to sample positions:
   resample): the native core says which span of each stored record the
   window of the final record needs (`augment_spans`), that span is decoded
   (a longer window, zero past the record), and the chain runs from it into
-  the window. The window's start is a position of the final record: a
-  ``"random"`` crop draws it over the final record's length.
+  the window in the batch's buffers, each row as it is decoded. The
+  window's start is a position of the final record: a ``"random"`` crop
+  draws it over the final record's length.
 """
 
 from __future__ import annotations
@@ -293,7 +294,7 @@ class Augmenter:
 
         return moved
 
-    def _apply(
+    def _rows(
         self,
         drawn: Drawn,
         batch: BatchRead,
@@ -302,59 +303,32 @@ class Augmenter:
         src_start: np.ndarray,
         record_length: np.ndarray,
         out_start: np.ndarray,
-    ) -> None:
-        """Run the chain from each augmented field's source rows into its output rows.
+    ) -> object:
+        """The chain from each augmented field's source rows into its output rows (the same
+        arrays: in place), for the read to run on each row as it decodes it.
 
         Every field gets the same draws (one phase, one shift...) but noise of
-        its own, as two receivers of one emitter would; the noise's measured
-        power (and so its sigma2 and SNR after) is each field's own, and the
-        batch reports the first field's.
-        """
-        from sds_loader import _native
-
-        # The core writes a noise step's SNR after over its stored SNR: every
-        # field after the first starts from the draws as they were.
-        drawn_params = drawn.params.copy() if len(self.fields) > 1 else drawn.params
-        for k, item in enumerate(self.fields):
-            params = drawn.params if k == 0 else drawn_params.copy()
-            _native.augment_apply(
-                drawn.kinds,
-                params,
-                self.seed,
-                batch.epoch,
-                batch.ordinals,
-                complex_rows(sources[item.name], item.pairs),
-                src_start,
-                record_length,
-                complex_rows(outputs[item.name], item.pairs),
-                out_start,
-                batch.threads,
-                # Each field's channels numbered apart in the noise's key:
-                # independent noise per field, as per receiver.
-                first_channel=k << 32,
-            )
-
-    def _rows(
-        self,
-        drawn: Drawn,
-        batch: BatchRead,
-        arrays: Mapping[str, np.ndarray],
-        record_length: np.ndarray,
-        starts: np.ndarray,
-    ) -> object:
-        """The chain over `arrays`' augmented fields, in place, for the read to run row by row.
-
-        Fields share the draws and get noise of their own, as `_apply` says.
+        its own, as two receivers of one emitter would: each field's channels
+        are numbered apart in the noise's key. The noise's measured power (and
+        so its sigma2 and SNR after) is each field's own, and the batch
+        reports the first field's: the core writes a noise step's SNR after
+        into the first field's parameters, the draws, and the others' copies.
         """
         from sds_loader import _native
 
         fields = []
         for k, item in enumerate(self.fields):
-            rows = complex_rows(arrays[item.name], item.pairs)
             params = drawn.params if k == 0 else drawn.params.copy()
-            fields.append((rows, rows, params, k << 32))
+            fields.append(
+                (
+                    complex_rows(sources[item.name], item.pairs),
+                    complex_rows(outputs[item.name], item.pairs),
+                    params,
+                    k << 32,
+                )
+            )
         return _native.AugmentRows(
-            drawn.kinds, self.seed, batch.epoch, batch.ordinals, starts, record_length, starts, fields
+            drawn.kinds, self.seed, batch.epoch, batch.ordinals, src_start, record_length, out_start, fields
         )
 
     def _read_in_place(
@@ -362,7 +336,7 @@ class Augmenter:
         batch: BatchRead,
         starts: np.ndarray | None,
         length: int | None,
-        finish: Callable[[dict[str, np.ndarray]], object],
+        finish: Callable[[Schema, dict[str, np.ndarray]], object],
     ) -> dict[str, np.ndarray]:
         """The batch as the reader reads it, `finish`'s chain run on each row as it is decoded."""
         return batch_read.read_batch(
@@ -388,12 +362,12 @@ class Augmenter:
         zeros = np.zeros(rows, dtype=np.int64)
         made: list[tuple[Drawn, np.ndarray | None]] = []
 
-        def finish(arrays: dict[str, np.ndarray]) -> object:
+        def finish(_: Schema, arrays: dict[str, np.ndarray]) -> object:
             # A row's length is its field's, known once the batch's arrays are.
             length = complex_rows(arrays[first.name], first.pairs).shape[-1]
             lengths = np.full(rows, length, dtype=np.int64)
             made.append(self._draw(batch.state, batch.ordinals, lengths, batch.epoch))
-            return self._rows(made[-1][0], batch, arrays, lengths, zeros)
+            return self._rows(made[-1][0], batch, arrays, arrays, zeros, lengths, zeros)
 
         arrays = self._read_in_place(batch, None, None, finish)
         if not made:  # no rows: nothing was drawn
@@ -427,7 +401,7 @@ class Augmenter:
         assert window is not None
         first = self.fields[0].name
 
-        def finish(arrays: dict[str, np.ndarray]) -> object:
+        def finish(_: Schema, arrays: dict[str, np.ndarray]) -> object:
             # Samples past a padded row's valid ones are outside its record;
             # a pointwise chain needs no more of the record's length than
             # that: a padded row ends where its first augmented field does
@@ -437,7 +411,7 @@ class Augmenter:
                 stored = self.numbers.lengths(state, batch.ordinals, self.axis, (first,))
                 ends = starts + np.clip(stored - starts, 0, length)
             made.append(self._draw(state, batch.ordinals, ends, batch.epoch))
-            return self._rows(made[-1][0], batch, arrays, ends, starts)
+            return self._rows(made[-1][0], batch, arrays, arrays, starts, ends, starts)
 
         arrays = self._read_in_place(batch, starts, length, finish)
         if not made:
@@ -471,6 +445,34 @@ class Augmenter:
             low = np.minimum(low, np.clip(starts, 0, last))
             high = np.maximum(high, np.clip(starts + length, low, stored))
         read_length = max(int(np.max(high - low)) if ordinals.size else 1, 1)
+
+        def outputs(read: Schema) -> tuple[Schema, dict[str, np.ndarray]]:
+            """The batch's own layout and buffers, for spans read under `read`."""
+            layout = Schema(
+                fields=read.fields,
+                targets=read.targets,
+                lengths=tuple(spec.name for spec in read.fields if spec.window_axis is not None)
+                if window.pad
+                else (),
+            )
+            arrays = batch_buffers(
+                layout,
+                ordinals.size,
+                out=batch.out,
+                allocator=batch.allocator,
+                window=window,
+                window_length=length,
+            )
+            return layout, arrays
+
+        made: list[tuple[Schema, dict[str, np.ndarray]]] = []
+
+        def finish(read: Schema, spanned: dict[str, np.ndarray]) -> object:
+            # The chain reads each row's span and writes the batch's own
+            # buffers, made here so that it can as the row is decoded.
+            made.append(outputs(read))
+            return self._rows(drawn, batch, spanned, made[-1][1], low, stored, starts)
+
         source = batch_read.read_batch(
             state,
             spans,
@@ -483,23 +485,10 @@ class Augmenter:
             threads=batch.threads,
             stats=batch.stats,
             started=batch.started,
+            finish=finish,
         )
-        layout = Schema(
-            fields=spans.last.fields if spans.last is not None else schema.fields,
-            targets=spans.last.targets if spans.last is not None else schema.targets,
-            lengths=tuple(spec.name for spec in schema.fields if spec.window_axis is not None)
-            if window.pad
-            else (),
-        )
+        layout, arrays = made[-1] if made else outputs(spans.last if spans.last is not None else schema)
         batch.layouts.last = layout
-        arrays = batch_buffers(
-            layout,
-            ordinals.size,
-            out=batch.out,
-            allocator=batch.allocator,
-            window=window,
-            window_length=length,
-        )
         for spec in layout.fields:
             if spec.window_axis is None:
                 arrays[spec.name][...] = source[spec.name]
@@ -510,8 +499,6 @@ class Augmenter:
         for name in layout.lengths:
             ends = final if name in self._names() else stored
             arrays[length_key(name)][...] = np.clip(ends - starts, 0, length)
-        if ordinals.size:
-            self._apply(drawn, batch, source, arrays, low, stored, starts)
         return arrays, drawn, center, Placement(starts, length)
 
     def _names(self) -> tuple[str, ...]:
