@@ -101,19 +101,26 @@ inline __attribute__((always_inline)) void ImbalanceIqBody(R* x, int64_t count, 
 
 template <typename R>
 inline __attribute__((always_inline)) double SumPowerBody(const R* x, int64_t count) {
-  // Eight running sums of float64 squares, each in order, so the result is
-  // the same whatever vector width runs it.
-  double sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  // 32 running sums of float64 squares, each in order, so the result is
+  // the same whatever vector width runs it; 32, not 8, so that four
+  // vectors' additions are in flight at once rather than each waiting for
+  // the one before (the loop was bound by an addition's latency).
+  constexpr int kLanes = 32;
+  double sums[kLanes] = {};
   const int64_t values = 2 * count;
   int64_t k = 0;
-  for (; k + 8 <= values; k += 8) {
-    for (int lane = 0; lane < 8; ++lane) {
+  for (; k + kLanes <= values; k += kLanes) {
+    for (int lane = 0; lane < kLanes; ++lane) {
       const double value = static_cast<double>(x[k + lane]);
       sums[lane] += value * value;
     }
   }
-  for (; k < values; ++k) sums[k % 8] += static_cast<double>(x[k]) * static_cast<double>(x[k]);
-  return ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]));
+  for (; k < values; ++k) sums[k % kLanes] += static_cast<double>(x[k]) * static_cast<double>(x[k]);
+  // Halved pairwise, in a fixed order.
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int lane = 0; lane < width; ++lane) sums[lane] += sums[lane + width];
+  }
+  return sums[0];
 }
 
 template <typename R>
