@@ -5,8 +5,10 @@
 // kernel; and a window's samples outside the final record must come back 0.
 //
 // Input: an options byte (bits 0-2 the number of steps, 1..7; bit 3
-// complex128; bits 4-5 channels - 1; bit 6 two threads), the record length
-// (u16 LE), the window's start (i16 LE) and length (u16 LE), then per step a
+// complex128; bits 4-5 channels - 1; bit 6 two threads; bit 7 in place: the
+// source is the out buffer, each row's window its whole first record, as a
+// read runs a chain on whole records), the record length (u16 LE), the
+// window's start (i16 LE) and length (u16 LE), then per step a
 // kind byte and its four parameters (f64 LE, raw bits: NaN and infinities
 // included), then sample bytes, repeated to fill the source.
 #include <algorithm>
@@ -52,8 +54,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t size) {
   const size_t channels = 1 + ((options >> 4) & 3) % 3;
   const size_t threads = (options & 64) != 0 ? 2 : 1;
   const int64_t record = input[1] | (input[2] << 8);
-  const int64_t start = static_cast<int16_t>(input[3] | (input[4] << 8));
-  const int64_t length = input[5] | (input[6] << 8);
+  const bool in_place = (options & 128) != 0;
+  const int64_t start = in_place ? 0 : static_cast<int16_t>(input[3] | (input[4] << 8));
+  const int64_t length = in_place ? record : input[5] | (input[6] << 8);
   if (size < kHeader + steps * kStepBytes) return 0;
   std::vector<int32_t> kinds(steps);
   std::vector<double> params(kRows * steps * sdsl::kAugmentParams);
@@ -72,7 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t size) {
   const uint8_t* samples = input + kHeader + steps * kStepBytes;
   const size_t sample_bytes = size - kHeader - steps * kStepBytes;
   const int64_t lengths[kRows] = {record, record / 2};
-  const int64_t starts[kRows] = {start, start / 3};
+  const int64_t starts[kRows] = {start, in_place ? 0 : start / 3};
   const int64_t ordinals[kRows] = {7, 1 << 30};
   const sdsl::AugmentSteps chain{kinds.data(), steps};
   try {
@@ -98,6 +101,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t size) {
     int64_t source_samples = 1;
     for (size_t row = 0; row < kRows; ++row)
       source_samples = std::max(source_samples, src_length[row]);
+    if (in_place) {
+      // Each row's source is its window: whatever the span the chain names.
+      source_samples = length;
+      for (size_t row = 0; row < kRows; ++row) src_start[row] = starts[row];
+    }
     std::vector<uint8_t> source(kRows * channels * static_cast<size_t>(source_samples) *
                                 value_bytes);
     for (size_t k = 0; k < source.size(); ++k) {
@@ -105,6 +113,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t size) {
     }
     std::vector<uint8_t> out(kRows * channels * static_cast<size_t>(length) * value_bytes + 1,
                              0xAB);
+    if (in_place) std::copy(source.begin(), source.end(), out.begin());
     sdsl::AugmentBatch batch;
     batch.chain = chain;
     batch.params = params.data();
@@ -116,7 +125,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* input, size_t size) {
     batch.src_start = src_start;
     batch.record_length = lengths;
     batch.out_start = starts;
-    batch.source = source.data();
+    batch.source = in_place ? out.data() : source.data();
     batch.source_samples = source_samples;
     batch.out = out.data();
     batch.out_samples = length;

@@ -101,12 +101,63 @@ void Noise(const AugmentBatch& batch, size_t row, size_t step, const Stage<R>& s
   }
 }
 
+// Phase, frequency shift and gain steps in a row, fused: x[n] *= amplitude
+// exp(j (radians + 2 pi cycles n)), n the record index at their stage.
+struct Modulation {
+  double amplitude = 1.0;
+  double radians = 0.0;
+  double cycles = 0.0;
+  bool pending = false;
+};
+
 bool MapsIndices(int32_t kind) {
   return kind == kAugmentTimeShift || kind == kAugmentReverse || kind == kAugmentResample;
 }
 
 bool Modulates(int32_t kind) {
   return kind == kAugmentPhase || kind == kAugmentFrequencyShift || kind == kAugmentGain;
+}
+
+// Whether a row shifts in place: run in place (augment_apply.h) on its whole
+// record, its one step that maps indices a zero-fill time shift with only
+// phase, frequency shift and gain steps before it. Then the row moves
+// within itself (one pass, not a copy to scratch and one back), and the
+// modulation of the steps before is done on the moved samples, each as of
+// its index before the move.
+bool ShiftsInPlace(const AugmentBatch& batch, const int32_t* kinds, const double* params,
+                   const int64_t* lengths, const AugmentSpan* spans, size_t last_map) {
+  const size_t steps = batch.chain.steps;
+  if (batch.source != batch.out || last_map == steps || kinds[last_map] != kAugmentTimeShift ||
+      params[last_map * kAugmentParams + 2] != 0.0 || spans[steps].start != 0 ||
+      spans[steps].length != lengths[0]) {
+    return false;
+  }
+  for (size_t step = 0; step < last_map; ++step) {
+    if (params[step * kAugmentParams] != 0.0 && !Modulates(kinds[step])) return false;
+  }
+  return true;
+}
+
+// y[m] = x[m - shift] within each channel of the window (zero where m -
+// shift falls outside [0, length)), then the modulation as of m - shift.
+template <typename R>
+void ShiftInPlace(const Stage<R>& window, size_t channels, int64_t length, int64_t shift,
+                  const Modulation& modulation) {
+  const int64_t start = std::clamp<int64_t>(shift, 0, length);
+  const int64_t end = std::clamp<int64_t>(length + shift, 0, length);
+  for (size_t c = 0; c < channels; ++c) {
+    R* const first = window.at(c, 0);
+    if (end > start) {
+      std::memmove(window.at(c, start), window.at(c, start - shift),
+                   static_cast<size_t>(end - start) * 2 * sizeof(R));
+      if (modulation.pending) {
+        Modulate(window.at(c, start), end - start, start - shift, modulation.amplitude,
+                 modulation.radians, modulation.cycles);
+      }
+    }
+    std::fill(first, first + 2 * start, R(0));
+    std::fill(first + 2 * std::max(end, start), first + 2 * length, R(0));
+  }
 }
 
 }  // namespace
@@ -128,17 +179,20 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
   const Stage<R> window{
       static_cast<R*>(batch.out) + 2 * row * channels * static_cast<size_t>(batch.out_samples),
       batch.out_samples, spans[steps]};
+  const bool shifts_in_place = ShiftsInPlace(batch, kinds, params, lengths, spans, last_map);
+  const bool in_window = last_map == steps || shifts_in_place;
   int64_t stride = 0;
   for (size_t k = 0; k <= steps; ++k) stride = std::max(stride, spans[k].length);
-  const size_t half = last_map == steps ? 0 : channels * static_cast<size_t>(stride) * 2;
+  const size_t half = in_window ? 0 : channels * static_cast<size_t>(stride) * 2;
   if (scratch->size() < 2 * half) scratch->resize(2 * half);
-  Stage<R> current = last_map == steps ? window : Stage<R>{scratch->data(), stride, spans[0]};
+  Stage<R> current = in_window ? window : Stage<R>{scratch->data(), stride, spans[0]};
   Stage<R> spare{scratch->data() + half, stride, spans[0]};
 
-  // The source: the span's indices inside the record, zero elsewhere.
+  // The source: the span's indices inside the record, zero elsewhere (a
+  // row that shifts in place holds its whole record already).
   const AugmentSpan loaded = spans[0].Inside(lengths[0]);
   const R* source = static_cast<const R*>(batch.source);
-  for (size_t c = 0; c < channels; ++c) {
+  for (size_t c = 0; c < channels && !shifts_in_place; ++c) {
     R* const first = current.at(c, current.span.start);
     R* const last = current.at(c, current.span.end());
     if (loaded.length == 0) {
@@ -156,32 +210,31 @@ void AugmentRow(const AugmentBatch& batch, size_t row, const int64_t* lengths,
     std::fill(current.at(c, loaded.end()), last, R(0));
   }
 
-  double amplitude = 1.0;
-  double radians = 0.0;
-  double cycles = 0.0;
-  bool pending = false;
+  Modulation modulation;
   // Pointwise steps touch the samples inside the record only: outside it
   // they stay zero whatever the multiplier (0 * inf would not).
   auto flush = [&](int64_t length) {
     const AugmentSpan inside = current.span.Inside(length);
-    for (size_t c = 0; c < channels && pending && inside.length > 0; ++c) {
-      Modulate(current.at(c, inside.start), inside.length, inside.start, amplitude, radians,
-               cycles);
+    for (size_t c = 0; c < channels && modulation.pending && inside.length > 0; ++c) {
+      Modulate(current.at(c, inside.start), inside.length, inside.start, modulation.amplitude,
+               modulation.radians, modulation.cycles);
     }
-    amplitude = 1.0;
-    radians = 0.0;
-    cycles = 0.0;
-    pending = false;
+    modulation = Modulation{};
   };
   for (size_t step = 0; step < steps; ++step) {
     double* p = params + step * kAugmentParams;
     if (p[0] == 0.0) continue;
     const int32_t kind = kinds[step];
     if (Modulates(kind)) {
-      if (kind == kAugmentPhase) radians += p[1];
-      if (kind == kAugmentFrequencyShift) cycles += p[1];
-      if (kind == kAugmentGain) amplitude *= p[1];
-      pending = true;
+      if (kind == kAugmentPhase) modulation.radians += p[1];
+      if (kind == kAugmentFrequencyShift) modulation.cycles += p[1];
+      if (kind == kAugmentGain) modulation.amplitude *= p[1];
+      modulation.pending = true;
+      continue;
+    }
+    if (shifts_in_place && step == last_map) {
+      ShiftInPlace(window, channels, lengths[step], static_cast<int64_t>(p[1]), modulation);
+      modulation = Modulation{};
       continue;
     }
     flush(lengths[step]);

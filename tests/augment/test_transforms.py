@@ -35,6 +35,14 @@ CASES = {
     "time_shift_zero": [TimeShift(samples=(-300, 300))],
     "time_shift_circular": [TimeShift(samples=(-3000, 3000), circular=True)],
     "time_shift_seconds": [TimeShift(seconds=(-2e-4, 2e-4))],
+    # Whole records shift within their row, the modulation before done on
+    # the moved samples; shifts past the record's 1,024 samples empty it.
+    "modulated_shift": [
+        Phase(),
+        FrequencyShift(fraction=(-0.3, 0.3)),
+        Gain(db=(-6, 6)),
+        TimeShift(samples=(-1500, 1500)),
+    ],
     "gain": [Gain(db=(-20, 20))],
     "noise": [Noise(snr_db=(-5, 25))],
     "noise_stored_snr": [Noise(snr_db=(0, 12), stored_snr="snr_db")],
