@@ -170,7 +170,7 @@ void AugmentRows::Run(size_t row, std::vector<R>* scratch) const {
   const size_t values = fields_.front().chain.steps * kAugmentParams;
   for (const AugmentBatch& field : fields_) {
     if (field.channels == 0 || field.wide != std::is_same<R, double>::value) continue;
-    std::copy_n(&given_[row * values], values, field.params + row * values);
+    std::copy_n(given_.data() + row * values, values, field.params + row * values);
     AugmentRow<R>(field, row, &lengths_[row * width], &spans_[row * width], scratch);
   }
 }

@@ -67,6 +67,13 @@ def timed_reads(reader: sds_loader.BatchReader, batches: int = 12) -> tuple[sds_
     return reader.stats.snapshot() - before, wall
 
 
+def core_stages(seconds: dict[str, float]) -> dict[str, float]:
+    """The core's stages, less "python": the reads' wall time less the core's, which on a loaded
+    machine takes in every preemption (and a batch of 16 short records spends about as long in
+    Python as in zstd)."""
+    return {stage: value for stage, value in seconds.items() if stage != "python"}
+
+
 def accounted(reader: sds_loader.BatchReader, batches: int = 12) -> float:
     """The median over `batches` shuffled batches of 16 of each batch's stage times over its wall time.
 
@@ -118,10 +125,11 @@ def test_uncompressed_spends_no_time_decompressing(zstd_root, plain_root):
     assert plain.stage_seconds["wait"] > 0  # the copy out of the page cache
     compressed, _ = timed_reads(sds_loader.BatchReader(zstd_root, threads=2))
     seconds = compressed.stage_seconds
-    # zstd noise: decompression is the largest stage by far.
+    # zstd noise: decompression is the core's largest stage by far.
     assert seconds["decompress"] > 0
     if not SANITIZED:
-        assert seconds["decompress"] == max(seconds.values()), seconds
+        core = core_stages(seconds)
+        assert core["decompress"] == max(core.values()), seconds
 
 
 def test_two_threads_sum_their_threads(zstd_root):
@@ -168,7 +176,8 @@ def test_timing_every_run_or_some_accounts_every_second(zstd_root, every):
     spent, _ = timed_reads(reader)
     assert accounted(reader) == pytest.approx(1.0, rel=WALL_TOLERANCE)
     if not SANITIZED:
-        assert spent.stage_seconds["decompress"] == max(spent.stage_seconds.values())
+        core = core_stages(spent.stage_seconds)
+        assert core["decompress"] == max(core.values()), spent.stage_seconds
 
 
 def test_untimed_reads_time_nothing_not_even_python(zstd_root):
