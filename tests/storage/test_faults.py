@@ -19,6 +19,7 @@ from fault_stores import TARGETS, ProxiedStore
 from native_required import _native  # noqa: F401
 
 import sds_loader
+from sds_loader import augment
 
 #: One record or a run of two in each of the four shards (12 records each).
 INDICES = [7, 19, 20, 33, 45, 2]
@@ -104,3 +105,27 @@ def test_transient_faults_are_retried_to_exact_rows(proxied, case, cached, tmp_p
     assert asked_again <= stats.fetch_retries <= injected
     if cached:
         assert_nothing_damaged_was_kept(proxied, reader, cache)
+
+
+def test_a_row_decoded_again_after_a_refetch_is_augmented_as_a_clean_read_augments_it(proxied):
+    # The chain runs on each row as it is decoded; a run whose bytes failed
+    # their check is fetched and decoded again, and its rows augmented
+    # again from the draws, not from what the first decode left.
+    chain = augment.Chain(
+        [
+            augment.Phase(),
+            augment.FrequencyShift(fraction=(-0.2, 0.2)),
+            augment.TimeShift(samples=(-50, 50)),
+            augment.Noise(snr_db=(0, 20)),
+        ],
+        seed=4,
+    )
+    proxied.proxy.inject(FLIPS["body"])
+    reader = open_reader(proxied, None, augment=chain)
+    damaged = reader.read(INDICES, epoch=1)
+    assert reader.stats.refetches == proxied.proxy.injected["flip"] > 0
+    proxied.proxy.reset()
+    clean = open_reader(proxied, None, augment=chain).read(INDICES, epoch=1)
+    assert sorted(damaged) == sorted(clean)
+    for key, values in clean.items():
+        assert damaged[key].tobytes() == values.tobytes(), key
