@@ -78,7 +78,9 @@ void CheckSources(const AugmentBatch& batch, const Plan& plan, size_t field) {
   }
   if (!in_place && in_bytes > 0 && out_bytes > 0 && in < out + out_bytes && out < in + in_bytes) {
     Fail(ErrorKind::kArgument,
-         "augmentation" + which + ": source and out overlap; give out a buffer of its own");
+         "augmentation" + which +
+             ": source and out must not share memory unless they are one buffer, run in place; "
+             "give out a buffer of its own");
   }
   for (size_t row = 0; row < batch.rows; ++row) {
     if (in_place && batch.src_start[row] != batch.out_start[row]) {
@@ -137,9 +139,19 @@ void AugmentSpans(const AugmentSteps& chain, const double* params, size_t rows,
   }
 }
 
-AugmentRows::AugmentRows(std::vector<AugmentBatch> fields) : fields_(std::move(fields)) {
+AugmentRows::AugmentRows(std::vector<AugmentBatch> fields, const int64_t* held)
+    : fields_(std::move(fields)), held_(held) {
   if (fields_.empty()) Fail(ErrorKind::kArgument, "augmentation: no field to run the chain on");
   const AugmentBatch& first = fields_.front();
+  for (size_t step = 0; held != nullptr && step < first.chain.steps; ++step) {
+    const int32_t kind = first.chain.kinds[step];
+    if (kind == kAugmentTimeShift || kind == kAugmentReverse || kind == kAugmentResample) {
+      Fail(ErrorKind::kArgument,
+           std::string("augmentation: a row's held positions stand for its record's end only "
+                       "where the chain keeps every sample where it is, and step ") +
+               std::to_string(step) + " is a " + AugmentKindName(kind));
+    }
+  }
   for (const AugmentBatch& field : fields_) {
     if (field.chain.kinds != first.chain.kinds || field.chain.steps != first.chain.steps ||
         field.rows != first.rows || field.ordinals != first.ordinals ||
@@ -166,12 +178,23 @@ AugmentRows::AugmentRows(std::vector<AugmentBatch> fields) : fields_(std::move(f
 
 template <typename R>
 void AugmentRows::Run(size_t row, std::vector<R>* scratch) const {
-  const size_t width = fields_.front().chain.steps + 1;
-  const size_t values = fields_.front().chain.steps * kAugmentParams;
+  const AugmentBatch& first = fields_.front();
+  const size_t width = first.chain.steps + 1;
+  const size_t values = first.chain.steps * kAugmentParams;
+  const int64_t* lengths = &lengths_[row * width];
+  // A chain that keeps samples where they are has one length at every
+  // stage: the record's end, as the read says it (within the planned one).
+  thread_local std::vector<int64_t> held_lengths;
+  if (held_ != nullptr) {
+    const int64_t end =
+        first.out_start[row] + std::clamp<int64_t>(held_[row], 0, first.out_samples);
+    held_lengths.assign(width, std::clamp<int64_t>(end, 0, lengths[0]));
+    lengths = held_lengths.data();
+  }
   for (const AugmentBatch& field : fields_) {
     if (field.channels == 0 || field.wide != std::is_same<R, double>::value) continue;
     std::copy_n(given_.data() + row * values, values, field.params + row * values);
-    AugmentRow<R>(field, row, &lengths_[row * width], &spans_[row * width], scratch);
+    AugmentRow<R>(field, row, lengths, &spans_[row * width], scratch);
   }
 }
 

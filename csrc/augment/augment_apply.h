@@ -74,7 +74,12 @@ class AugmentRows : public RowFinisher {
   // its source holds the part of its span inside its record (ReaderError
   // kArgument naming the row and field); a field's source and out must be
   // one buffer laid out alike (in place) or not overlap.
-  explicit AugmentRows(std::vector<AugmentBatch> fields);
+  //
+  // `held`, where given, is where a padded window's read writes how many of
+  // each row's window positions its record holds, before the row is run:
+  // the row's record then ends there, not at its record_length (which
+  // bounds it). Only for a chain that keeps every sample where it is.
+  explicit AugmentRows(std::vector<AugmentBatch> fields, const int64_t* held = nullptr);
 
   void FinishRow(size_t row) const override;
   // Runs the rows FinishRow has not run, on the calling thread and up to
@@ -92,6 +97,7 @@ class AugmentRows : public RowFinisher {
   std::vector<AugmentSpan> spans_;  // rows * (steps + 1)
   // One byte a row, each written by the one thread running that row.
   mutable std::vector<uint8_t> finished_;
+  const int64_t* held_ = nullptr;
 };
 
 // A batch of one field run whole: AugmentRows({batch}).FinishRest(threads).

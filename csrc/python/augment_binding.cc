@@ -121,6 +121,16 @@ Samples SamplesOf(const py::array& array, const char* name) {
 
 // What one batch's run shares between its fields, checked.
 struct Shared {
+  Shared(KindArray kinds, const py::int_& seed, const py::int_& epoch, Int64Array ordinals,
+         Int64Array src_start, Int64Array record_length, Int64Array out_start)
+      : kinds(std::move(kinds)),
+        ordinals(std::move(ordinals)),
+        src_start(std::move(src_start)),
+        record_length(std::move(record_length)),
+        out_start(std::move(out_start)),
+        seed(Unsigned64(seed, "seed")),
+        epoch(Unsigned64(epoch, "epoch")) {}
+
   KindArray kinds;
   Int64Array ordinals;
   Int64Array src_start;
@@ -153,14 +163,8 @@ sdsl::AugmentBatch FieldBatch(const Shared& shared, py::array& params, const py:
   NeedRows(shared.src_start, rows, "src_start");
   NeedRows(shared.record_length, rows, "record_length");
   NeedRows(shared.out_start, rows, "out_start");
-  const char* in_bytes = static_cast<const char*>(source.data());
-  const char* out_bytes = static_cast<const char*>(out.data());
-  // One buffer runs in place (the core checks its rows' spans allow it);
-  // any other sharing is refused.
-  if (in_bytes != out_bytes && in_bytes < out_bytes + out.nbytes() &&
-      out_bytes < in_bytes + source.nbytes()) {
-    throw py::value_error("source and out must not share memory: give out a buffer of its own");
-  }
+  // Whether source and out may share memory (one buffer, in place) the
+  // core checks, with the rows' spans.
   sdsl::AugmentBatch batch;
   batch.chain = sdsl::AugmentSteps{shared.kinds.data(), steps};
   batch.params = static_cast<double*>(params.mutable_data());
@@ -186,13 +190,7 @@ void Apply(const KindArray& kinds, py::array params, const py::int_& seed, const
            const Int64Array& record_length, py::array out, const Int64Array& out_start,
            int64_t threads, const py::int_& first_channel) {
   if (threads < 0 || threads > 1024) throw py::value_error("threads must be in [0, 1024]");
-  const Shared shared{kinds,
-                      ordinals,
-                      src_start,
-                      record_length,
-                      out_start,
-                      Unsigned64(seed, "seed"),
-                      Unsigned64(epoch, "epoch")};
+  const Shared shared(kinds, seed, epoch, ordinals, src_start, record_length, out_start);
   const sdsl::AugmentBatch batch = FieldBatch(shared, params, source, out, first_channel);
   py::gil_scoped_release release;
   sdsl::AugmentApply(batch, static_cast<size_t>(threads));
@@ -202,8 +200,9 @@ void Apply(const KindArray& kinds, py::array params, const py::int_& seed, const
 // AugmentRows, with the arrays it points into kept alive beside it.
 class AugmentRowsHandle final : public sdsl::AugmentRows {
  public:
-  AugmentRowsHandle(std::vector<sdsl::AugmentBatch> fields, Shared shared, py::list arrays)
-      : sdsl::AugmentRows(std::move(fields)),
+  AugmentRowsHandle(std::vector<sdsl::AugmentBatch> fields, const int64_t* held, Shared shared,
+                    py::list arrays)
+      : sdsl::AugmentRows(std::move(fields), held),
         shared_(std::move(shared)),
         arrays_(std::move(arrays)) {}
 
@@ -216,14 +215,9 @@ std::unique_ptr<AugmentRowsHandle> MakeRows(const KindArray& kinds, const py::in
                                             const py::int_& epoch, const Int64Array& ordinals,
                                             const Int64Array& src_start,
                                             const Int64Array& record_length,
-                                            const Int64Array& out_start, const py::list& fields) {
-  Shared shared{kinds,
-                ordinals,
-                src_start,
-                record_length,
-                out_start,
-                Unsigned64(seed, "seed"),
-                Unsigned64(epoch, "epoch")};
+                                            const Int64Array& out_start, const py::list& fields,
+                                            const py::object& held) {
+  Shared shared(kinds, seed, epoch, ordinals, src_start, record_length, out_start);
   std::vector<sdsl::AugmentBatch> batches;
   py::list arrays;
   for (const py::handle item : fields) {
@@ -239,7 +233,21 @@ std::unique_ptr<AugmentRowsHandle> MakeRows(const KindArray& kinds, const py::in
     arrays.append(out);
     arrays.append(params);
   }
-  return std::make_unique<AugmentRowsHandle>(std::move(batches), std::move(shared), arrays);
+  const int64_t* held_rows = nullptr;
+  if (!held.is_none()) {
+    // The read's own buffer, not a converted copy: the core reads what the
+    // read writes into it.
+    const py::array lengths = held.cast<py::array>();
+    if (!lengths.dtype().is(py::dtype::of<int64_t>()) || lengths.ndim() != 1 ||
+        static_cast<size_t>(lengths.size()) != static_cast<size_t>(shared.ordinals.size()) ||
+        !(lengths.flags() & py::array::c_style)) {
+      throw py::value_error("held must be a C-contiguous int64 array of one value per row");
+    }
+    held_rows = static_cast<const int64_t*>(lengths.data());
+    arrays.append(lengths);
+  }
+  return std::make_unique<AugmentRowsHandle>(std::move(batches), held_rows, std::move(shared),
+                                             arrays);
 }
 
 }  // namespace
@@ -274,10 +282,12 @@ void BindAugment(py::module_& m) {
       "(read_ordinals(finish=)), then finish_rest() on the rows the read left.")
       .def(py::init(&MakeRows), py::arg("kinds"), py::arg("seed"), py::arg("epoch"),
            py::arg("ordinals"), py::arg("src_start"), py::arg("record_length"),
-           py::arg("out_start"), py::arg("fields"),
+           py::arg("out_start"), py::arg("fields"), py::arg("held") = py::none(),
            "fields: (source, out, params, first_channel) each; the first's params are the "
            "draws, the others' copies of them. source may be out itself where every row's "
-           "source is its window (src_start == out_start).")
+           "source is its window (src_start == out_start). held: a padded window's int64 "
+           "positions each row's record holds, as the read writes them before the row is run: "
+           "the row's record then ends there (a chain that keeps samples in place only).")
       .def(
           "finish_rest",
           [](AugmentRowsHandle& rows, int64_t threads) {

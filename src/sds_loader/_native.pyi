@@ -286,10 +286,13 @@ class AugmentRows(RowFinisher):
         record_length: npt.ArrayLike,
         out_start: npt.ArrayLike,
         fields: Sequence[tuple[npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[np.float64], int]],
+        held: npt.NDArray[np.int64] | None = None,
     ) -> None:
         """fields: (source, out, params, first_channel) each; the first's params are the draws,
         the others' copies of them. source may be out itself where every row's source is its
-        window (src_start == out_start)."""
+        window (src_start == out_start). held: a padded window's int64 positions each row's
+        record holds, as the read writes them before the row is run: the row's record then
+        ends there (a chain that keeps samples in place only)."""
     def finish_rest(self, threads: int) -> None:
         """Runs the rows no read has run."""
     @property

@@ -14,7 +14,7 @@ import augment_reference as ref
 import numpy as np
 import pytest
 import signal_dataset as sds
-from augment_factory import COUNT, FC, FS, LENGTH, varied_length
+from augment_factory import COUNT, FC, FS, LENGTH, burst_row, varied_length
 
 from sds_loader import Annotations, BatchReader, Window
 from sds_loader.augment import (
@@ -159,6 +159,35 @@ def test_edges_pushed_past_half_the_sample_rate_are_clipped_or_dropped(captures:
 def test_absolute_edges_without_a_centre_frequency_are_refused(captures: str) -> None:
     with pytest.raises(ValueError, match="centre frequency: pass Chain\\(center_frequency="):
         BatchReader(captures, fields=("samples",), augment=[SpectralInversion()], annotations=[SET])
+
+
+def test_a_padded_windows_items_are_clipped_at_their_records_end(varied: str) -> None:
+    """Time items reaching past a record's end count only what the record holds, also where a padded
+    window reaches past it too: the kept fraction is of the item clipped to the record, then to the
+    window (the record's end being what the read says as it decodes the row)."""
+    window = Window("time", 512, pad=True)
+    ordinals = list(range(COUNT))
+    starts = [max(varied_length(o) - 300, 0) for o in ordinals]
+    reader = BatchReader(
+        varied,
+        fields=("samples",),
+        window=window,
+        annotations=[Annotations("bursts", ("times",), positions={"times": "time"})],
+        augment=Chain([Phase()], keep_fraction=0.5),
+    )
+    batch = reader.read(ordinals, starts=starts)
+    offsets = batch["bursts.offsets"]
+    dataset = sds.open(varied)
+    past_the_end = 0
+    for row, ordinal in enumerate(ordinals):
+        times = burst_row(dataset, ordinal, varied_length(ordinal)).fields["times"].data.astype(np.float64)
+        past_the_end += int(np.sum(times[:, 1] > varied_length(ordinal)))
+        clipped = np.clip(np.clip(times, 0, varied_length(ordinal)), starts[row], starts[row] + 512)
+        kept = clipped[:, 1] - clipped[:, 0] >= 0.5 * (times[:, 1] - times[:, 0])
+        np.testing.assert_array_equal(
+            batch["bursts.times"][offsets[row] : offsets[row + 1]], clipped[kept] - starts[row]
+        )
+    assert past_the_end > 0  # the case the test is about
 
 
 def test_without_a_chain_items_are_as_before(varied: str) -> None:

@@ -227,3 +227,31 @@ def test_source_and_out_share_memory_only_as_one_buffer_run_in_place():
             src_start=np.array([0]),
             out_start=np.array([3]),
         )
+
+
+def test_held_positions_stand_for_a_records_end_only_under_a_chain_that_keeps_samples_in_place():
+    rows = np.zeros((1, 1, 8), dtype=np.complex64)
+    one = np.zeros(1, dtype=np.int64)
+    for kind, refused in (("phase", False), ("time_shift", True), ("reverse", True), ("resample", True)):
+        kinds = np.array([_native.AUGMENT_KINDS[kind]], dtype=np.int32)
+        params = np.array([[[0.0, 1.0, 0.0, 0.0]]])
+        made = lambda: _native.AugmentRows(  # noqa: E731
+            kinds, 0, 0, one, one, np.full(1, 8), one, [(rows, rows, params, 0)], held=np.full(1, 5)
+        )
+        if refused:
+            with pytest.raises(ValueError, match=f"step 0 is a {kind}"):
+                made()
+        else:
+            made().finish_rest(1)
+    with pytest.raises(ValueError, match="held must be a C-contiguous int64 array"):
+        _native.AugmentRows(
+            np.array([1], np.int32),
+            0,
+            0,
+            one,
+            one,
+            np.full(1, 8),
+            one,
+            [(rows, rows, np.zeros((1, 1, 4)), 0)],
+            held=np.full(2, 5),
+        )

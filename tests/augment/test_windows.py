@@ -70,6 +70,24 @@ def test_a_pointwise_chain_reads_the_window_it_is_given(varied: str) -> None:
     assert later["samples_length"].tolist() == [45, 128, 128]
 
 
+def test_noise_on_a_padded_window_lands_only_on_the_record_and_measures_only_it(varied: str) -> None:
+    """Past its record's end a padded row stays zero, and the noise's power is that of the part the
+    record holds: where each row's record ends is what the read says as it decodes the row."""
+    window = Window("time", 128, pad=True)
+    plain = BatchReader(varied, fields=("samples",), window=window)
+    noisy = BatchReader(varied, fields=("samples",), window=window, augment=Chain([Noise(snr_db=(10, 10))]))
+    starts = [650, 10, 40]  # record 0 (700 samples) holds 50 of the window's 128
+    ordinals = [0, 1, 2]
+    want = plain.read(ordinals, starts=starts)
+    got = noisy.read(ordinals, starts=starts)
+    assert got["samples_length"].tolist() == [50, 128, 128]
+    assert not got["samples"][0, ..., 50:].any()
+    for row, held in enumerate(got["samples_length"].tolist()):
+        clean = want["samples"][row, ..., :held].astype(np.complex128)
+        power = float(np.mean(np.abs(clean) ** 2))
+        assert got["augment.0.noise.sigma2"][row] == pytest.approx(power / 10.0, rel=1e-6)
+
+
 def test_fields_the_chain_leaves_alone_are_cut_where_the_window_sits(tmp_path) -> None:
     """A real field along the time axis beside the augmented one keeps the stored window at
     the same start, while the complex field's window is of the shifted record."""

@@ -303,9 +303,11 @@ class Augmenter:
         src_start: np.ndarray,
         record_length: np.ndarray,
         out_start: np.ndarray,
+        held: np.ndarray | None = None,
     ) -> object:
         """The chain from each augmented field's source rows into its output rows (the same
-        arrays: in place), for the read to run on each row as it decodes it.
+        arrays: in place), for the read to run on each row as it decodes it. `held`, a padded
+        window's positions each row holds as the read writes them, ends each row's record there.
 
         Every field gets the same draws (one phase, one shift...) but noise of
         its own, as two receivers of one emitter would: each field's channels
@@ -328,7 +330,15 @@ class Augmenter:
                 )
             )
         return _native.AugmentRows(
-            drawn.kinds, self.seed, batch.epoch, batch.ordinals, src_start, record_length, out_start, fields
+            drawn.kinds,
+            self.seed,
+            batch.epoch,
+            batch.ordinals,
+            src_start,
+            record_length,
+            out_start,
+            fields,
+            held=held,
         )
 
     def _read_in_place(
@@ -395,28 +405,27 @@ class Augmenter:
     ) -> tuple[dict[str, np.ndarray], Drawn, np.ndarray | None, Placement]:
         state = batch.state
         starts, length = self._starts(batch, lambda ordinals: self.record_lengths(state, ordinals))
+        first = self.fields[0].name
         made: list[tuple[Drawn, np.ndarray | None]] = []
 
-        window = batch.window
-        assert window is not None
-        first = self.fields[0].name
-
         def finish(_: Schema, arrays: dict[str, np.ndarray]) -> object:
-            # Samples past a padded row's valid ones are outside its record;
-            # a pointwise chain needs no more of the record's length than
-            # that: a padded row ends where its first augmented field does
-            # (what the read will say it holds), clipped to the window.
+            # Samples past a padded row's valid ones are outside its record,
+            # and a pointwise chain needs no more of the record than that:
+            # the core ends each row where the read says the first augmented
+            # field's record does, in the lengths it writes as it decodes.
             ends = starts + length
-            if window.pad:
-                stored = self.numbers.lengths(state, batch.ordinals, self.axis, (first,))
-                ends = starts + np.clip(stored - starts, 0, length)
             made.append(self._draw(state, batch.ordinals, ends, batch.epoch))
-            return self._rows(made[-1][0], batch, arrays, arrays, starts, ends, starts)
+            held = arrays.get(length_key(first))
+            return self._rows(made[-1][0], batch, arrays, arrays, starts, ends, starts, held)
 
         arrays = self._read_in_place(batch, starts, length, finish)
         if not made:
             made.append(self._draw(state, batch.ordinals, starts + length, batch.epoch))
         drawn, center = made[-1]
+        held = arrays.get(length_key(first))
+        if held is not None:
+            # The labels clip time items to each record's end, known now.
+            drawn.lengths[...] = (starts + held)[:, None]
         return arrays, drawn, center, Placement(starts, length)
 
     def _read_spans(
