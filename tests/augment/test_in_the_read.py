@@ -23,6 +23,11 @@ CHAINS = {
         [Phase(), TimeShift(samples=(-64, 64)), Noise(snr_db=(0, 20)), Resample(factor=(0.8, 1.25))], seed=3
     ),
 }
+#: Whole records and a window, each under a pointwise chain and one that moves samples: every path.
+EVERY_CHAIN = pytest.mark.parametrize("chain", CHAINS.values(), ids=CHAINS.keys())
+EVERY_PATH = pytest.mark.parametrize(
+    "window", [None, Window("time", 300, crop="random", pad=True)], ids=["whole", "window"]
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +47,8 @@ def layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return roots
 
 
-@pytest.mark.parametrize("chain", CHAINS.values(), ids=CHAINS.keys())
-@pytest.mark.parametrize(
-    "window", [None, Window("time", 300, crop="random", pad=True)], ids=["whole", "window"]
-)
+@EVERY_CHAIN
+@EVERY_PATH
 def test_rows_the_core_decodes_and_rows_signal_dataset_fills_are_augmented_alike(
     layouts: dict[str, str], chain: Chain, window: Window | None
 ) -> None:
@@ -67,10 +70,8 @@ def test_rows_the_core_decodes_and_rows_signal_dataset_fills_are_augmented_alike
     assert not np.array_equal(batches["zstd"]["samples"], plain["samples"])
 
 
-@pytest.mark.parametrize("chain", CHAINS.values(), ids=CHAINS.keys())
-@pytest.mark.parametrize(
-    "window", [None, Window("time", 300, crop="random", pad=True)], ids=["whole", "window"]
-)
+@EVERY_CHAIN
+@EVERY_PATH
 def test_the_reads_threads_time_the_chain_as_a_stage_of_their_own(
     layouts: dict[str, str], chain: Chain, window: Window | None
 ) -> None:
